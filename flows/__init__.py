@@ -1,0 +1,1 @@
+"""ragspan flows: wiring only. The `ragspan` CLI lives here."""

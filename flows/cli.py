@@ -1,0 +1,116 @@
+"""The `ragspan` command line. Exit codes: 0 ok, 1 failure, 2 bad input or usage."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from ragspan.flows.runtime import configure_prefect
+
+DEFAULT_PARAMS = Path("params.yaml")
+
+
+def _params_path(given: str | None) -> str | None:
+    """--params, else ./params.yaml when present, else built-in defaults."""
+    if given:
+        return given
+    return str(DEFAULT_PARAMS) if DEFAULT_PARAMS.exists() else None
+
+
+def _resolve_run(args: argparse.Namespace) -> tuple[str, str]:
+    from ragspan.tasks.config import load_settings
+
+    settings = load_settings(_params_path(args.params))
+    data = args.data or settings.data.dir
+    run = args.run or (settings.data.runs[0] if settings.data.runs else None)
+    if run is None:
+        raise SystemExit("error: no --run given and params.yaml lists no data.runs")
+    return data, run
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from ragspan.tasks.config import load_settings
+    from ragspan.tasks.load import load_workspace
+
+    settings = load_settings(_params_path(args.params))
+    data = args.data or settings.data.dir
+    ws = load_workspace(data, args.run, settings.chunking.size, settings.chunking.overlap,
+                        settings.pipeline.default_context_k)
+    summary = {
+        "data": str(data), "run": args.run, "documents": len(ws.corpus), "chunks": len(ws.chunks),
+        "questions": len(ws.questions), "answers": len(ws.answers), "retrieved": len(ws.retrieved),
+        "answers_with_own_claims": int(ws.answers["claims"].notna().sum()) if len(ws.answers) else 0,
+    }
+    print(json.dumps(summary, indent=2) if args.json else
+          "ok: " + ", ".join(f"{k}={v}" for k, v in summary.items() if v is not None))
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from ragspan.flows.evaluate import evaluate
+    from ragspan.tasks.report import taxonomy_text
+
+    data, run = _resolve_run(args)
+    out = args.out or str(Path("results") / run)
+    metrics = evaluate(data_dir=data, run=run, out_dir=out, params_path=_params_path(args.params),
+                       judge=args.judge)
+    if args.json:
+        print(json.dumps({k: metrics[k] for k in ("run", "claims", "judged", "unjudged", "labels")}))
+        return 0
+    if not args.quiet:
+        print(taxonomy_text(metrics))
+        states = metrics["judge"]["task_states"]
+        print("tasks: " + "; ".join(f"{n} " + ", ".join(f"{c} {s}" for s, c in sorted(v.items()))
+                                    for n, v in states.items()))
+        print(f"judge calls: {metrics['judge']['calls']} · results: {out}/")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ragspan", description="Character-level diagnosis of RAG answers.")
+    p.add_argument("--verbose", action="store_true", help="show Prefect logs and tracebacks")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    ev = sub.add_parser("evaluate", help="diagnose every claim of one run")
+    ev.add_argument("--data", help="data directory (default: params data.dir)")
+    ev.add_argument("--run", help="run name: DATA/runs/NAME.jsonl (default: first of params data.runs)")
+    ev.add_argument("--out", help="results directory (default: results/NAME)")
+    ev.add_argument("--judge", choices=["local", "openai"], help="override params judge.kind")
+    ev.add_argument("--params", help="parameters file (default: ./params.yaml if present)")
+    ev.add_argument("--quiet", action="store_true", help="print nothing on success")
+    ev.add_argument("--json", action="store_true", help="print the label counts as one JSON line")
+    ev.set_defaults(func=cmd_evaluate)
+
+    va = sub.add_parser("validate", help="check the inputs without judging")
+    va.add_argument("--data", help="data directory (default: params data.dir)")
+    va.add_argument("--run", help="also check DATA/runs/NAME.jsonl")
+    va.add_argument("--params")
+    va.add_argument("--json", action="store_true")
+    va.set_defaults(func=cmd_validate)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    configure_prefect()
+    args = build_parser().parse_args(argv)
+    if not args.verbose:
+        # A bad input or judge failure is reported once, below, not as a Prefect traceback.
+        for name in ("prefect.flow_runs", "prefect.task_runs", "prefect.engine"):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
+    from ragspan.tasks.config import ConfigError
+    from ragspan.tasks.load import InputError
+
+    try:
+        return args.func(args)
+    except (InputError, ConfigError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""ragspan pipeline steps: one module per step, pure functions plus a thin Prefect task."""

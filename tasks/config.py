@@ -1,0 +1,121 @@
+"""Settings: `params.yaml` → one validated object passed down; paths and versions.
+
+Configuration flows one way: the CLI reads params.yaml, validates it here, and passes
+`Settings` to the flow. Secrets never live here (the OpenAI key is read from the
+environment by the judge that needs it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from functools import lru_cache
+from importlib import metadata
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+RAGSPAN_VERSION = metadata.version("ragspan")
+# The format of the Parquet/JSON outputs; bump when a column changes meaning.
+OUTPUT_SCHEMA_VERSION = "1"
+TASKS_DIR = Path(__file__).resolve().parent
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DataParams(_Strict):
+    dir: str = "data/sample"
+    runs: list[str] = Field(default_factory=lambda: ["baseline"])
+
+
+class ChunkingParams(_Strict):
+    size: int = Field(800, gt=0)
+    overlap: int = Field(100, ge=0)
+
+    @model_validator(mode="after")
+    def _overlap_below_size(self) -> "ChunkingParams":
+        if self.overlap >= self.size:
+            raise ValueError("chunking.overlap must be smaller than chunking.size")
+        return self
+
+
+class JudgeParams(_Strict):
+    kind: Literal["local", "openai"] = "local"
+    support_threshold: float = Field(0.75, ge=0, le=1)
+    partial_threshold: float = Field(0.45, ge=0, le=1)
+    model: str = ""
+    base_url: str = ""
+
+
+class SearchParams(_Strict):
+    top_k: int = Field(5, ge=0)
+
+
+class PipelineParams(_Strict):
+    shard_size: int = Field(200, gt=0)
+    default_context_k: int = Field(3, ge=0)
+
+
+class Settings(_Strict):
+    data: DataParams = Field(default_factory=DataParams)
+    chunking: ChunkingParams = Field(default_factory=ChunkingParams)
+    judge: JudgeParams = Field(default_factory=JudgeParams)
+    search: SearchParams = Field(default_factory=SearchParams)
+    pipeline: PipelineParams = Field(default_factory=PipelineParams)
+
+    def fingerprint(self) -> str:
+        """A short stable hash of every parameter (part of every cache key)."""
+        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+class ConfigError(ValueError):
+    """params.yaml is missing, unreadable or invalid."""
+
+
+def load_settings(path: str | Path | None = None, overrides: dict | None = None) -> Settings:
+    """Read params.yaml (or defaults when `path` is None) and validate it."""
+    raw: dict = {}
+    if path is not None:
+        p = Path(path)
+        try:
+            raw = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError(f"{p}: cannot read parameters: {exc}") from exc
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{p}: expected a mapping at the top level")
+    for dotted, value in (overrides or {}).items():
+        node = raw
+        *parents, leaf = dotted.split(".")
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[leaf] = value
+    try:
+        return Settings.model_validate(raw)
+    except Exception as exc:  # pydantic.ValidationError: re-raise with the file named
+        raise ConfigError(f"{path or '<defaults>'}: invalid parameters: {exc}") from exc
+
+
+@lru_cache(maxsize=1)
+def code_version() -> str:
+    """ragspan version + a hash of every module under tasks/.
+
+    Prefect's TASK_SOURCE only sees a task's own body; helpers, judges and schemas
+    change results too, so every cached task also takes this as an input.
+    """
+    h = hashlib.sha256(RAGSPAN_VERSION.encode())
+    for py in sorted(TASKS_DIR.rglob("*.py")) + sorted(TASKS_DIR.rglob("prompts/*")):
+        h.update(py.relative_to(TASKS_DIR).as_posix().encode())
+        h.update(py.read_bytes())
+    return f"{RAGSPAN_VERSION}+{h.hexdigest()[:12]}"
+
+
+def state_dir() -> Path:
+    """Where ragspan keeps state that must survive `dvc repro` (never a DVC out):
+    Prefect home and results, the judge cache, corpus indexes. `RAGSPAN_HOME` overrides."""
+    return Path(os.environ.get("RAGSPAN_HOME", ".ragspan")).resolve()

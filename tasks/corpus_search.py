@@ -1,0 +1,134 @@
+"""corpus_search: claims that nothing retrieved supports → candidate chunks corpus-wide.
+
+A BM25 index (bm25s: sparse matrices, saved as .npy and memory-mapped on load) over
+every chunk, built once per corpus snapshot — its directory is named by the content
+hash of the chunk table — and reused by every run and process. The judge is called
+only on the top_k hits per claim, never once per corpus chunk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+import bm25s
+import pandas as pd
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from ragspan.tasks import schemas
+from ragspan.tasks.orchestration import step_task
+from ragspan.tasks.text import tokens
+
+INDEX_FORMAT = "bm25s-1"  # bump when the tokenisation or the files change
+
+
+def index_terms(text: str) -> list[str]:
+    """The terms BM25 sees: the judge's own content-word norms (stems, numbers)."""
+    return [t.norm for t in tokens(text) if not t.is_stop]
+
+
+def chunk_table_hash(chunks: pd.DataFrame, corpus: pd.DataFrame) -> str:
+    """Content hash of the chunk table with its texts: the index's identity."""
+    h = hashlib.sha256(INDEX_FORMAT.encode())
+    texts = dict(zip(corpus["doc_id"], corpus["text"]))
+    for cid, did, s, e in zip(chunks["chunk_id"], chunks["doc_id"], chunks["char_start"], chunks["char_end"]):
+        h.update(f"{cid}\x00{did}\x00{s}\x00{e}\x00".encode())
+        h.update(texts[did][s:e].encode("utf-8", "surrogatepass"))
+    return h.hexdigest()[:24]
+
+
+def build_index_dir(chunks: pd.DataFrame, corpus: pd.DataFrame, root: Path) -> Path:
+    """Build (or reuse) the index for this chunk table under `root/<hash>`; atomic."""
+    target = root / chunk_table_hash(chunks, corpus)
+    if (target / "chunks.parquet").exists():
+        return target
+    root.mkdir(parents=True, exist_ok=True)
+    texts = dict(zip(corpus["doc_id"], corpus["text"]))
+    meta = chunks[["chunk_id", "doc_id", "char_start", "char_end"]].copy()
+    meta["text"] = [texts[d][s:e] for d, s, e in zip(meta["doc_id"], meta["char_start"], meta["char_end"])]
+    retriever = bm25s.BM25()
+    retriever.index([index_terms(t) for t in meta["text"]], show_progress=False)
+    tmp = Path(tempfile.mkdtemp(prefix=".building-", dir=root))
+    try:
+        retriever.save(tmp / "bm25", show_progress=False)
+        meta.to_parquet(tmp / "chunks.parquet", index=False)  # written last: marks completion
+        (tmp / "info.json").write_text(json.dumps({"format": INDEX_FORMAT, "chunks": len(meta)}))
+        try:
+            os.replace(tmp, target)
+        except OSError:  # another process won the race: its index is identical
+            shutil.rmtree(tmp, ignore_errors=True)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+@lru_cache(maxsize=4)
+def _load(index_dir: str) -> tuple[bm25s.BM25, pd.DataFrame]:
+    retriever = bm25s.BM25.load(Path(index_dir) / "bm25", mmap=True, show_progress=False)
+    return retriever, pd.read_parquet(Path(index_dir) / "chunks.parquet")
+
+
+def claims_needing_search(claims: pd.DataFrame, judgements: pd.DataFrame, support_threshold: float) -> pd.DataFrame:
+    """Claims with no supported retrieved passage and no judge error (those end
+    `unjudged` whatever the corpus holds), and that decomposed fine."""
+    retrieved = judgements[judgements["source"] == "retrieved"]
+    ok = (retrieved["verdict"] == "supported") & (retrieved["confidence"] >= support_threshold)
+    settled = set(retrieved.loc[ok, "claim_id"]) | set(retrieved.loc[retrieved["error"].notna(), "claim_id"])
+    keep = ~claims["claim_id"].isin(settled) & claims["decompose_error"].isna()
+    return claims[keep]
+
+
+def hits_for_claims(claims: pd.DataFrame, retrieved_chunks: dict[str, set[str]], index_dir: str, top_k: int) -> pd.DataFrame:
+    """Top-k never-retrieved chunks per claim, as judge passages (source `corpus`)."""
+    rows: list[dict] = []
+    if top_k == 0 or claims.empty:
+        return schemas.table(rows, schemas.Passages)
+    retriever, meta = _load(index_dir)
+    n = len(meta)
+    ids = meta["chunk_id"].tolist()
+    recs = claims.to_dict("records")
+    queries = [index_terms(c["claim"]) or ["\x00"] for c in recs]
+    widest = max((len(retrieved_chunks.get(c["question_id"], ())) for c in recs), default=0)
+    k = min(n, top_k + widest)
+    docs, scores = retriever.retrieve(queries, k=k, show_progress=False, n_threads=1)
+    for c, row_docs, row_scores in zip(recs, docs, scores):
+        seen = retrieved_chunks.get(c["question_id"], set())
+        taken = 0
+        for d, s in zip(row_docs, row_scores):
+            if taken == top_k or s <= 0:
+                break
+            if ids[d] in seen:
+                continue
+            m = meta.iloc[int(d)]
+            rows.append({
+                "question_id": c["question_id"], "claim_id": c["claim_id"], "source": "corpus",
+                "chunk_id": m["chunk_id"], "doc_id": m["doc_id"], "passage_start": int(m["char_start"]),
+                "rank": None, "in_context": False, "score": float(s), "passage_text": m["text"],
+            })
+            taken += 1
+    return schemas.table(rows, schemas.Passages)
+
+
+# Not cached by Prefect: the index directory is its own cache (keyed by content hash),
+# and a cached path could outlive a deleted directory.
+@task(name="build-index", cache_policy=NO_CACHE)
+def build_index(chunks: pd.DataFrame, corpus: pd.DataFrame, root: str) -> str:
+    return str(build_index_dir(chunks, corpus, Path(root)))
+
+
+@step_task("corpus-search")
+def corpus_search(
+    claims: pd.DataFrame, judgements: pd.DataFrame, passages: pd.DataFrame,
+    index_dir: str, top_k: int, support_threshold: float, code: str,
+) -> pd.DataFrame:
+    retrieved = passages[passages["source"] == "retrieved"]
+    seen = retrieved.groupby("question_id")["chunk_id"].agg(set).to_dict()
+    pending = claims_needing_search(claims, judgements, support_threshold)
+    return hits_for_claims(pending, seen, index_dir, top_k)

@@ -1,0 +1,35 @@
+"""Judges: one Protocol, a local and an OpenAI-compatible implementation, one cache."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ragspan.tasks.judges.base import Judge, JudgeSpec
+
+if TYPE_CHECKING:
+    from ragspan.tasks.config import JudgeParams
+
+
+def make_judge(spec: JudgeSpec) -> Judge:
+    """Build the judge a spec names (inside a task: clients are not task inputs)."""
+    if spec.kind == "local":
+        from ragspan.tasks.judges.local import LocalJudge
+
+        return LocalJudge(spec)
+    if spec.kind == "openai":
+        from ragspan.tasks.judges.openai_judge import OpenAIJudge
+
+        return OpenAIJudge(spec)
+    raise ValueError(f"unknown judge kind {spec.kind!r}")
+
+
+def judge_spec(params: "JudgeParams") -> JudgeSpec:
+    """The spec for the judge params.yaml asks for (its identity in every cache key)."""
+    if params.kind == "local":
+        from ragspan.tasks.judges.local import LOCAL_JUDGE_MODEL, LOCAL_JUDGE_VERSION
+
+        return JudgeSpec(kind="local", model=LOCAL_JUDGE_MODEL, prompt_version=LOCAL_JUDGE_VERSION,
+                         partial_threshold=params.partial_threshold)
+    from ragspan.tasks.judges.openai_judge import openai_spec
+
+    return openai_spec(params)

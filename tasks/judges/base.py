@@ -1,0 +1,89 @@
+"""The judge role: one Protocol, typed outcomes, and the spec that names a judge.
+
+A judge answers two questions: how an answer splits into claims (`decompose`) and,
+for one claim and several passages, whether each passage supports it and with which
+exact words (`judge`). Failures are values (`JudgeFailure`), never exceptions that a
+caller could swallow into a NaN: the diagnose step turns them into `unjudged`.
+
+    JudgeFailure.kind
+    ├── no_content        the claim has no words to check (local judge)
+    ├── refusal           the model refused
+    ├── truncated         finish_reason == "length"
+    ├── unparseable       output did not validate against the schema
+    ├── invalid_quote     the quote was not in the passage, even after one re-ask
+    ├── http_error        429/5xx/timeout/connection after all retries
+    └── budget_exhausted  the run's call/token budget was spent before this call
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Protocol, Sequence
+
+from pydantic import BaseModel, ConfigDict, Field
+
+VerdictLabel = Literal["supported", "partial", "unsupported"]
+FailureKind = Literal[
+    "no_content", "refusal", "truncated", "unparseable", "invalid_quote", "http_error",
+    "budget_exhausted",
+]
+
+
+class JudgeSpec(BaseModel):
+    """Everything that changes a judge's answers; hashable, so it can be a task input
+    and part of every cache key. Never holds a secret."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["local", "openai"] = "local"
+    model: str = "ragspan-lexical"
+    base_url: str = ""
+    prompt_version: str = "local-1"
+    partial_threshold: float = 0.45
+
+
+class ClaimText(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    text: str
+    start: int | None = Field(None, ge=0)  # offsets into the answer, when located
+    end: int | None = Field(None, ge=0)
+
+
+class Verdict(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    verdict: VerdictLabel
+    confidence: float = Field(ge=0, le=1)
+    quote: str | None = None  # verbatim passage text (None for `unsupported`)
+    quote_start: int | None = Field(None, ge=0)  # where the judge says the quote starts
+    reason: str = ""
+
+
+class JudgeFailure(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    kind: FailureKind
+    detail: str = ""
+
+
+class Judge(Protocol):
+    spec: JudgeSpec
+    stats: "JudgeStats"  # calls, cache hits, tokens: counted by the judge itself
+
+    def decompose(self, answer: str) -> list[ClaimText] | JudgeFailure: ...
+
+    def judge(self, claim: str, passages: Sequence[str]) -> list[Verdict | JudgeFailure]: ...
+
+
+class JudgeStats(BaseModel):
+    """Counters a step returns next to its table; summed into metrics.json."""
+
+    calls: int = 0
+    cache_hits: int = 0
+    errors: int = 0
+    invalid_quotes: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def __add__(self, other: "JudgeStats") -> "JudgeStats":
+        return JudgeStats(**{k: getattr(self, k) + getattr(other, k) for k in type(self).model_fields})

@@ -1,0 +1,175 @@
+"""The offline default judge: deterministic, no network, no key.
+
+Decomposition: each sentence of the answer (line breaks, then sentencex) is a claim,
+split further at semicolons. Judging a (claim, passage) pair:
+
+1. the claim's content words (stopwords dropped, Snowball stems, numbers canonical);
+2. every window of one or two consecutive passage sentences is scored by coverage —
+   the share of the claim's content words it contains;
+3. in the best window, the numbers and named entities of the claim must all appear, and
+   negation must agree between the claim and the matched stretch of the passage;
+4. `supported` when coverage ≥ partial_threshold and every check agrees (confidence =
+   coverage, so diagnose's support_threshold decides how much coverage is enough);
+   `partial` when the window is about the claim (coverage ≥ partial_threshold) but a
+   check disagrees — the signature of a synthesis error; else `unsupported`;
+5. the quote is the minimal passage substring from the first to the last matched word.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Sequence
+
+from ragspan.tasks.judges.base import ClaimText, JudgeFailure, JudgeSpec, JudgeStats, Verdict
+from ragspan.tasks.text import Token, sentence_spans, tokens
+
+# The local judge's identity in cache keys and manifests: bump the version whenever a
+# change here can change a verdict.
+LOCAL_JUDGE_MODEL = "ragspan-lexical"
+LOCAL_JUDGE_VERSION = "local-1"
+
+# Negation words up to this many tokens before the first matched word still belong to
+# the matched stretch ("No refunds are issued ..." negates "refunds are issued").
+_NEGATION_LOOKBEHIND = 3
+
+
+@dataclass(frozen=True, slots=True)
+class _ClaimProfile:
+    content: frozenset[str]
+    numbers: frozenset[str]
+    entities: frozenset[str]
+    negated: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Passage:
+    toks: tuple[Token, ...]
+    windows: tuple[tuple[int, int], ...]  # token index ranges [i, j) of 1–2 sentence windows
+    norms: tuple[frozenset[str], ...]  # the set of token norms of each window
+
+
+def claim_profile(claim: str) -> _ClaimProfile | None:
+    toks = tokens(claim)
+    content = [t for t in toks if not t.is_stop]
+    if not content:
+        return None
+    # A claim's first word is capitalised by grammar, not because it is a name.
+    entities = {t.norm for t in content if t.is_entity and (t is not toks[0] or t.text.isupper())}
+    return _ClaimProfile(
+        content=frozenset(t.norm for t in content),
+        numbers=frozenset(t.norm for t in content if t.is_number),
+        entities=frozenset(entities),
+        negated=any(t.is_negation for t in toks),
+    )
+
+
+@lru_cache(maxsize=32768)
+def _passage(text: str) -> _Passage:
+    toks = tuple(tokens(text))
+    starts = [t.start for t in toks]
+    bounds: list[tuple[int, int]] = []
+    for s, e in sentence_spans(text):
+        i = _bisect(starts, s)
+        j = _bisect(starts, e)
+        if j > i:
+            bounds.append((i, j))
+    windows = tuple(bounds) + tuple((bounds[k][0], bounds[k + 1][1]) for k in range(len(bounds) - 1))
+    norms = tuple(frozenset(t.norm for t in toks[i:j]) for i, j in windows)
+    return _Passage(toks=toks, windows=windows, norms=norms)
+
+
+def _bisect(starts: list[int], pos: int) -> int:
+    from bisect import bisect_left
+
+    return bisect_left(starts, pos)
+
+
+def judge_pair(profile: _ClaimProfile, passage: str, partial_threshold: float) -> Verdict:
+    """The local verdict for one claim profile against one passage."""
+    p = _passage(passage)
+    best: tuple[tuple[bool, float, int], int] | None = None
+    for w, norms in enumerate(p.norms):
+        coverage = len(profile.content & norms) / len(profile.content)
+        if coverage < partial_threshold:
+            continue
+        agrees = not _disagreements(profile, p, w)
+        key = (agrees, coverage, -(p.windows[w][1] - p.windows[w][0]))
+        if best is None or key > best[0]:
+            best = (key, w)
+    if best is None:
+        top = max((len(profile.content & n) for n in p.norms), default=0) / len(profile.content)
+        return Verdict(verdict="unsupported", confidence=round(1 - top, 4), reason=f"coverage {top:.2f}")
+    (agrees, coverage, _), w = best
+    start, end = _matched_stretch(profile, p, w)
+    problems = _disagreements(profile, p, w)
+    return Verdict(
+        verdict="supported" if agrees else "partial",
+        confidence=round(coverage, 4),
+        quote=passage[start:end],
+        quote_start=start,
+        reason=f"coverage {coverage:.2f}" + (f"; {'; '.join(problems)}" if problems else ""),
+    )
+
+
+def _matched_stretch(profile: _ClaimProfile, p: _Passage, w: int) -> tuple[int, int]:
+    i, j = p.windows[w]
+    hits = [t for t in p.toks[i:j] if t.norm in profile.content]
+    return hits[0].start, hits[-1].end
+
+
+def _disagreements(profile: _ClaimProfile, p: _Passage, w: int) -> list[str]:
+    norms = p.norms[w]
+    problems = []
+    missing_numbers = profile.numbers - norms
+    if missing_numbers:
+        problems.append("number not in passage: " + ", ".join(sorted(missing_numbers)))
+    missing_entities = profile.entities - norms
+    if missing_entities:
+        problems.append("name not in passage: " + ", ".join(sorted(missing_entities)))
+    i, j = p.windows[w]
+    hit_idx = [k for k in range(i, j) if p.toks[k].norm in profile.content]
+    lo = max(i, hit_idx[0] - _NEGATION_LOOKBEHIND) if hit_idx else i
+    hi = hit_idx[-1] + 1 if hit_idx else j
+    passage_negated = any(p.toks[k].is_negation for k in range(lo, hi))
+    if passage_negated != profile.negated:
+        problems.append("negation differs" + (" (claim negated)" if profile.negated else " (passage negated)"))
+    return problems
+
+
+def split_claims(answer: str) -> list[ClaimText]:
+    """Sentences of the answer, split again at semicolons, with exact answer offsets."""
+    claims: list[ClaimText] = []
+    for s, e in sentence_spans(answer):
+        piece_start = s
+        for k in range(s, e + 1):
+            if k == e or answer[k] == ";":
+                a, b = piece_start, k
+                while a < b and answer[a].isspace():
+                    a += 1
+                while b > a and answer[b - 1].isspace():
+                    b -= 1
+                if b > a:
+                    claims.append(ClaimText(text=answer[a:b], start=a, end=b))
+                piece_start = k + 1
+    return claims
+
+
+class LocalJudge:
+    """Lexical judge (see the module docstring). Pure and deterministic."""
+
+    def __init__(self, spec: JudgeSpec) -> None:
+        self.spec = spec
+        self.stats = JudgeStats()
+
+    def decompose(self, answer: str) -> list[ClaimText] | JudgeFailure:
+        self.stats.calls += 1
+        return split_claims(answer)
+
+    def judge(self, claim: str, passages: Sequence[str]) -> list[Verdict | JudgeFailure]:
+        self.stats.calls += 1
+        profile = claim_profile(claim)
+        if profile is None:
+            failure = JudgeFailure(kind="no_content", detail="the claim has no words to check")
+            return [failure for _ in passages]
+        return [judge_pair(profile, p, self.spec.partial_threshold) for p in passages]

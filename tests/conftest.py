@@ -1,0 +1,43 @@
+"""Test-wide setup: an isolated ragspan/Prefect/DVC state dir, and one Prefect test
+server for the whole session (STACK.md: startup costs seconds, pay it once)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+_STATE = Path(tempfile.mkdtemp(prefix="ragspan-test-state-"))
+os.environ.setdefault("RAGSPAN_HOME", str(_STATE))
+os.environ["PREFECT_HOME"] = str(_STATE / "prefect")
+os.environ["PREFECT_RESULTS_LOCAL_STORAGE_PATH"] = str(_STATE / "prefect" / "results")
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("DO_NOT_TRACK", "1")
+os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+os.environ.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "CRITICAL")
+os.environ.setdefault("DVC_NO_ANALYTICS", "1")
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
+os.environ.pop("PREFECT_API_URL", None)
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE = REPO / "data" / "sample"
+
+
+@pytest.fixture(scope="session")
+def prefect_server():
+    """A real (temporary, SQLite-backed) Prefect server for flow tests."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=90):
+        yield
+
+
+@pytest.fixture
+def state_dir(tmp_path, monkeypatch) -> Path:
+    """A fresh ragspan state dir (judge cache, index, Prefect results) for one test."""
+    d = tmp_path / "state"
+    monkeypatch.setenv("RAGSPAN_HOME", str(d))
+    monkeypatch.setenv("PREFECT_RESULTS_LOCAL_STORAGE_PATH", str(d / "prefect-results"))
+    return d
