@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import logging
 import sys
@@ -11,6 +12,9 @@ from pathlib import Path
 from ragspan.flows.runtime import configure_prefect
 
 DEFAULT_PARAMS = Path("params.yaml")
+# Further subcommands, each module exposing `register(subparsers)` that adds its parsers
+# with `set_defaults(func=...)`; the func returns the exit code.
+_COMMAND_MODULES: tuple[str, ...] = ()
 
 
 def _params_path(given: str | None) -> str | None:
@@ -90,6 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
     va.add_argument("--params")
     va.add_argument("--json", action="store_true")
     va.set_defaults(func=cmd_validate)
+
+    for module in _COMMAND_MODULES:
+        importlib.import_module(module).register(sub)
     return p
 
 

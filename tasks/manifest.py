@@ -34,7 +34,7 @@ def manifest_for(run: str, data_dir: Path, input_files: dict[str, str], settings
         "inputs_md5": dict(sorted(input_files.items())),
         "params": settings.model_dump(mode="json"),
         "params_hash": settings.fingerprint(),
-        "judge": spec.model_dump(mode="json"),
+        "judge": spec.as_dict(),
         "ragspan_version": RAGSPAN_VERSION,
         "code_version": code_version(),
         "output_schema": OUTPUT_SCHEMA_VERSION,

@@ -17,6 +17,7 @@ caller could swallow into a NaN: the diagnose step turns them into `unjudged`.
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
 from typing import Literal, Protocol, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -28,17 +29,24 @@ FailureKind = Literal[
 ]
 
 
-class JudgeSpec(BaseModel):
-    """Everything that changes a judge's answers; hashable, so it can be a task input
-    and part of every cache key. Never holds a secret."""
+@dataclass(frozen=True)
+class JudgeSpec:
+    """Everything that changes a judge's answers; part of every cache key. Never holds
+    a secret.
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    A dataclass, not a pydantic model: Prefect hashes task inputs by pickling them
+    together, and a pydantic instance pickles its `fields_set` — a set whose order
+    changes between processes — so cache keys would never repeat across runs."""
 
     kind: Literal["local", "openai"] = "local"
     model: str = "ragspan-lexical"
     base_url: str = ""
     prompt_version: str = "local-1"
     partial_threshold: float = 0.45
+    options: tuple[tuple[str, str], ...] = ()  # judge-specific knobs that change answers
+
+    def as_dict(self) -> dict:
+        return asdict(self)
 
 
 class ClaimText(BaseModel):
