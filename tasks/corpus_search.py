@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -25,7 +26,8 @@ from ragspan.tasks import schemas
 from ragspan.tasks.orchestration import step_task
 from ragspan.tasks.text import tokens
 
-INDEX_FORMAT = "bm25s-1"  # bump when the tokenisation or the files change
+INDEX_FORMAT = "bm25s-1"
+logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs every build at DEBUG  # bump when the tokenisation or the files change
 
 
 def index_terms(text: str) -> list[str]:

@@ -1,26 +1,61 @@
 """How every pipeline step becomes a Prefect task — one place for the cache settings.
 
-Cross-run reuse needs `INPUTS + TASK_SOURCE` and persisted results (the default policy
-includes the run id). TASK_SOURCE sees only the task's own body, so every step also
-takes `code` (tasks.config.code_version()) and its judge spec/thresholds as inputs.
-Results are persisted under the ragspan state dir (PREFECT_RESULTS_LOCAL_STORAGE_PATH,
-set by flows.runtime), never inside a DVC out.
+Cache key = the task's source + a *content* fingerprint of every input. Prefect's
+INPUTS policy hashes inputs by pickling them, and a DataFrame's pickle depends on its
+memory layout, not only its content: a table that came out of the result store hashes
+differently from the identical table built in memory, so the step after a cached step
+would never be cached. Here DataFrames are hashed by value (pandas' own
+`hash_pandas_object`, plus columns and dtypes). TASK_SOURCE sees only the task's own
+body, so every step also takes `code` (tasks.config.code_version()) and its judge
+spec/thresholds as inputs. Results are persisted under the ragspan state dir
+(PREFECT_RESULTS_LOCAL_STORAGE_PATH, set by flows.runtime), never inside a DVC out.
 """
 
 from __future__ import annotations
 
-from typing import Callable, TypeVar
+import dataclasses
+import hashlib
+import json
+from typing import Any, Callable, TypeVar
 
+import pandas as pd
 from prefect import task
-from prefect.cache_policies import INPUTS, TASK_SOURCE
+from prefect.cache_policies import TASK_SOURCE
+from prefect.utilities.hashing import hash_objects
 
 F = TypeVar("F", bound=Callable)
+
+
+def fingerprint(value: Any) -> str:
+    """A process-independent content hash of a task input."""
+    if isinstance(value, pd.DataFrame):
+        h = hashlib.sha256(json.dumps([list(map(str, value.columns)), list(map(str, value.dtypes))]).encode())
+        h.update(pd.util.hash_pandas_object(value.index, index=False).to_numpy().tobytes())
+        for name in value.columns:
+            col = value[name]
+            if col.dtype == object:  # lists (bring-your-own claims), None: hash their JSON
+                col = col.map(lambda v: json.dumps(v, sort_keys=True, default=str, ensure_ascii=False))
+            h.update(pd.util.hash_pandas_object(col, index=False).to_numpy().tobytes())
+        return h.hexdigest()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return hashlib.sha256(json.dumps(dataclasses.asdict(value), sort_keys=True, default=str).encode()).hexdigest()
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return hashlib.sha256(repr(value).encode()).hexdigest()
+    return hash_objects(value, raise_on_failure=True) or ""
+
+
+def content_cache_key(context: Any, parameters: dict[str, Any]) -> str:
+    h = hashlib.sha256((TASK_SOURCE.compute_key(context, parameters, {}) or "").encode())
+    for name in sorted(parameters):
+        h.update(name.encode())
+        h.update(fingerprint(parameters[name]).encode())
+    return h.hexdigest()
 
 
 def step_task(name: str) -> Callable[[F], F]:
     return task(  # type: ignore[return-value]
         name=name,
-        cache_policy=INPUTS + TASK_SOURCE,
+        cache_key_fn=content_cache_key,
         persist_result=True,
         log_prints=False,
     )

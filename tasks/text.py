@@ -130,33 +130,41 @@ _FOLD = str.maketrans(
 )
 
 
-def normalize_with_map(text: str) -> tuple[str, list[int]]:
-    """Normalised text and, for each of its characters, the raw index it came from.
+def normalize_with_map(text: str) -> tuple[str, list[int], list[int]]:
+    """Normalised text and, per normalised character, the raw [start, end) it came from.
 
-    Normalisation: NFKC per character, casefold, quote/dash folding, soft hyphen and
-    zero-width characters dropped, every whitespace run collapsed to one space, leading
-    and trailing whitespace dropped. A match [i, j) in the normalised text maps back to
-    raw [map[i], map[j-1] + 1) — always a valid raw slice."""
+    Normalisation: NFKC and casefold per cluster (a character with its combining marks,
+    so 'e' + U+0301 and 'é' meet), quote/dash folding, soft hyphen and zero-width
+    characters dropped, whitespace runs collapsed to one space, ends trimmed. A match
+    [i, j) in the normalised text is the raw slice [starts[i], ends[j-1])."""
     out: list[str] = []
-    where: list[int] = []
-    pending_space = False
-    for i, ch in enumerate(text):
-        if ch.isspace():
-            pending_space = bool(out)
+    starts: list[int] = []
+    ends: list[int] = []
+    pending_space: int | None = None
+    i, n = 0, len(text)
+    while i < n:
+        if text[i].isspace():
+            if out and pending_space is None:
+                pending_space = i
+            i += 1
             continue
-        folded = unicodedata.normalize("NFKC", ch).casefold().translate(_FOLD)
-        if not folded:
-            continue
-        if pending_space:
-            out.append(" ")
-            where.append(i)
-            pending_space = False
-        for c in folded:
-            if c.isspace():
-                continue
-            out.append(c)
-            where.append(i)
-    return "".join(out), where
+        j = i + 1
+        while j < n and unicodedata.combining(text[j]):
+            j += 1
+        folded = unicodedata.normalize("NFKC", text[i:j]).casefold().translate(_FOLD)
+        folded = "".join(c for c in folded if not c.isspace())
+        if folded:
+            if pending_space is not None:
+                out.append(" ")
+                starts.append(pending_space)
+                ends.append(pending_space + 1)
+                pending_space = None
+            for c in folded:
+                out.append(c)
+                starts.append(i)
+                ends.append(j)
+        i = j
+    return "".join(out), starts, ends
 
 
 def normalize(text: str) -> str:

@@ -31,19 +31,14 @@ def locate_quote(passage: str, quote: str, hint: int | None) -> tuple[int, int, 
     if starts:
         best = min(starts, key=lambda s: abs(s - hint)) if hint is not None else starts[0]
         return best, best + len(quote), "exact"
-    norm_passage, where = normalize_with_map(passage)
+    norm_passage, starts, ends = normalize_with_map(passage)
     norm_quote = normalize(quote)
     if not norm_quote:
         return None
     i = norm_passage.find(norm_quote)
     if i < 0:
         return None
-    start, end = where[i], where[i + len(norm_quote) - 1] + 1
-    # Extend over characters the normalisation folded away at the end (e.g. a
-    # combining mark that NFKC merged into the previous letter).
-    while end < len(passage) and normalize(passage[start : end + 1]) == norm_quote and not passage[end].isspace():
-        end += 1
-    return start, end, "normalized"
+    return starts[i], ends[i + len(norm_quote) - 1], "normalized"
 
 
 def _all_occurrences(text: str, sub: str) -> list[int]:

@@ -35,9 +35,13 @@ def prefect_server():
 
 
 @pytest.fixture
-def state_dir(tmp_path, monkeypatch) -> Path:
-    """A fresh ragspan state dir (judge cache, index, Prefect results) for one test."""
+def state_dir(tmp_path, monkeypatch):
+    """A fresh ragspan state dir (judge cache, index, Prefect results) for one test.
+
+    Prefect reads its settings once, so the result store moves via temporary_settings."""
+    from prefect.settings import PREFECT_RESULTS_LOCAL_STORAGE_PATH, temporary_settings
+
     d = tmp_path / "state"
     monkeypatch.setenv("RAGSPAN_HOME", str(d))
-    monkeypatch.setenv("PREFECT_RESULTS_LOCAL_STORAGE_PATH", str(d / "prefect-results"))
-    return d
+    with temporary_settings({PREFECT_RESULTS_LOCAL_STORAGE_PATH: str(d / "prefect-results")}):
+        yield d

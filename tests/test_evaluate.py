@@ -1,0 +1,111 @@
+"""End to end: the real Prefect flow on the bundled sample, its outputs, and its cache."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import SAMPLE
+from ragspan.tasks import schemas
+
+pytestmark = pytest.mark.usefixtures("prefect_server")
+
+
+def run_evaluate(data: Path, out: Path, run: str = "baseline", params: Path | None = None) -> dict:
+    from ragspan.flows.evaluate import evaluate
+
+    return evaluate(data_dir=str(data), run=run, out_dir=str(out), params_path=str(params) if params else None)
+
+
+@pytest.fixture(scope="module")
+def sample_results(tmp_path_factory) -> tuple[Path, dict]:
+    out = tmp_path_factory.mktemp("sample") / "results"
+    return out, run_evaluate(SAMPLE, out)
+
+
+def test_sample_yields_every_label_and_the_expected_ones(sample_results):
+    out, metrics = sample_results
+    diagnoses = pd.read_parquet(out / "diagnoses.parquet")
+    expected = pd.read_csv(SAMPLE / "expected_labels.csv")
+    merged = expected.merge(diagnoses, on=["question_id", "claim"], how="outer", suffixes=("_expected", ""))
+    assert len(merged) == len(expected) == len(diagnoses)
+    wrong = merged[merged["label_expected"] != merged["label"]]
+    assert wrong.empty, wrong[["question_id", "claim", "label_expected", "label", "reason"]].to_string()
+    assert (merged["source_conflict_expected"] == merged["source_conflict"]).all()
+    assert set(diagnoses["label"]) == set(schemas.LABELS)
+    assert metrics["labels"]["unjudged"]["count"] == (diagnoses["label"] == "unjudged").sum() >= 1
+
+
+def test_every_written_span_is_an_exact_corpus_slice(sample_results):
+    out, _ = sample_results
+    corpus = pd.read_json(SAMPLE / "corpus.jsonl", lines=True)
+    texts = dict(zip(corpus["doc_id"], corpus["text"]))
+    spans = pd.read_parquet(out / "spans.parquet")
+    diagnoses = pd.read_parquet(out / "diagnoses.parquet").dropna(subset=["char_start"])
+    assert len(spans) > 0 and len(diagnoses) > 0
+    for table in (spans, diagnoses):
+        for d, s, e, t in zip(table["doc_id"], table["char_start"], table["char_end"], table["span_text"]):
+            assert texts[d][int(s) : int(e)] == t
+
+
+def test_outputs_match_their_schemas_and_design_columns(sample_results):
+    out, metrics = sample_results
+    schemas.Claims.validate(pd.read_parquet(out / "claims.parquet"))
+    schemas.Spans.validate(pd.read_parquet(out / "spans.parquet"))
+    d = schemas.Diagnoses.validate(pd.read_parquet(out / "diagnoses.parquet"))
+    design = "run question_id claim_id claim answer_start answer_end label doc_id chunk_id char_start char_end span_text rank in_context score reason"
+    assert set(design.split()) <= set(d.columns)
+    on_disk = json.loads((out / "metrics.json").read_text())
+    assert on_disk["labels"] == metrics["labels"]
+    assert {"inputs_md5", "params", "judge", "code_version", "ragspan_version"} <= set(on_disk["manifest"])
+    taxonomy = pd.read_csv(out / "taxonomy.csv")
+    assert list(taxonomy["label"]) == list(schemas.LABELS)
+    assert taxonomy["count"].sum() == len(d)
+    judged = d[d["label"] != "unjudged"]
+    rates = dict(zip(taxonomy["label"], taxonomy["rate"]))
+    assert rates["correct"] == pytest.approx((judged["label"] == "correct").mean(), abs=1e-4)
+
+
+def test_report_shows_breakdown_and_highlights_every_deciding_span(sample_results):
+    out, _ = sample_results
+    page = (out / "report.html").read_text(encoding="utf-8")
+    d = pd.read_parquet(out / "diagnoses.parquet")
+    assert page.count('<mark class="span"') == d["char_start"].notna().sum()
+    assert "What to fix first" in page and "<script" not in page
+
+
+def test_unchanged_rerun_is_served_from_cache_without_judge_calls(tmp_path, state_dir):
+    first = run_evaluate(SAMPLE, tmp_path / "a")
+    assert first["judge"]["calls"] > 0
+    second = run_evaluate(SAMPLE, tmp_path / "b")
+    states = second["judge"]["task_states"]
+    for step in ("decompose", "extract", "validate-offsets", "corpus-search", "diagnose"):
+        assert set(states[step]) == {"Cached"}, states
+    assert second["judge"]["calls"] == 0
+    assert second["labels"] == first["labels"]
+    a = pd.read_parquet(tmp_path / "a" / "diagnoses.parquet")
+    b = pd.read_parquet(tmp_path / "b" / "diagnoses.parquet")
+    pd.testing.assert_frame_equal(a, b)
+
+
+def test_changing_one_answer_rejudges_only_its_shard(tmp_path, state_dir):
+    data = tmp_path / "data"
+    shutil.copytree(SAMPLE, data)
+    params = tmp_path / "params.yaml"
+    params.write_text("pipeline:\n  shard_size: 6\n")
+    run_evaluate(data, tmp_path / "a", params=params)
+    run_file = data / "runs" / "baseline.jsonl"
+    lines = run_file.read_text(encoding="utf-8").splitlines()
+    rec = json.loads(lines[0])
+    rec["answer"] = rec["answer"] + " Northwind also sells submarines."
+    lines[0] = json.dumps(rec, ensure_ascii=False)
+    run_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    second = run_evaluate(data, tmp_path / "b", params=params)
+    decompose_states = second["judge"]["task_states"]["decompose"]
+    assert decompose_states.get("Completed") == 1 and decompose_states.get("Cached", 0) >= 5
+    new = pd.read_parquet(tmp_path / "b" / "diagnoses.parquet")
+    assert "Northwind also sells submarines." in set(new["claim"])

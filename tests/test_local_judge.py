@@ -1,0 +1,85 @@
+"""The local judge's rules, one behaviour per test (numbers, names, negation, quotes)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ragspan.tasks.judges.base import JudgeFailure, JudgeSpec, Verdict
+from ragspan.tasks.judges.local import LocalJudge, split_claims
+
+PASSAGE = (
+    "Northwind Cloud was founded in 2014 in Lisbon. Customers can request a full refund "
+    "within 30 days of purchase. Refunds are not available for reserved instances. "
+    "The Pro plan costs $49 per month."
+)
+
+
+@pytest.fixture
+def judge() -> LocalJudge:
+    return LocalJudge(JudgeSpec())
+
+
+def verdict(judge: LocalJudge, claim: str, passage: str = PASSAGE) -> Verdict:
+    (v,) = judge.judge(claim, [passage])
+    assert isinstance(v, Verdict)
+    return v
+
+
+def test_paraphrase_is_supported_with_a_verbatim_minimal_quote(judge):
+    v = verdict(judge, "Customers can get a full refund within 30 days of purchase.")
+    assert v.verdict == "supported" and v.confidence >= 0.75
+    assert v.quote in PASSAGE and PASSAGE[v.quote_start : v.quote_start + len(v.quote)] == v.quote
+    assert "Lisbon" not in v.quote and "reserved" not in v.quote  # minimal, not the whole passage
+
+
+@pytest.mark.parametrize(
+    "claim, problem",
+    [
+        ("Customers can request a full refund within 60 days of purchase.", "number"),
+        ("Northwind Cloud was founded in 2014 in Porto.", "name"),
+        ("Refunds are available for reserved instances.", "negation"),
+        ("Customers cannot request a full refund within 30 days of purchase.", "negation"),
+    ],
+)
+def test_near_match_that_disagrees_is_partial(judge, claim, problem):
+    v = verdict(judge, claim)
+    assert v.verdict == "partial"
+    assert problem in v.reason
+
+
+def test_unrelated_claim_is_unsupported_without_quote(judge):
+    v = verdict(judge, "Northwind offers a free GPU tier for students.")
+    assert v.verdict == "unsupported" and v.quote is None
+
+
+def test_numbers_are_compared_by_value(judge):
+    assert verdict(judge, "Over 1,200 users joined.", "More than 1200 users joined in May.").verdict == "supported"
+    assert verdict(judge, "It lasts twelve days.", "The trial lasts 12 days.").verdict == "supported"
+
+
+def test_claim_without_words_is_a_typed_failure_not_a_verdict(judge):
+    (v,) = judge.judge("👍👍", [PASSAGE])
+    assert isinstance(v, JudgeFailure) and v.kind == "no_content"
+
+
+def test_one_verdict_per_passage_in_order(judge):
+    out = judge.judge("The Pro plan costs $49 per month.", ["Nothing here.", PASSAGE, ""])
+    assert [v.verdict for v in out] == ["unsupported", "supported", "unsupported"]
+
+
+def test_split_claims_gives_exact_answer_offsets():
+    answer = "Refunds take 30 days; they are not available for reserved plans.  Dr. Müller approved it.\nSee 東京 region."
+    claims = split_claims(answer)
+    assert [c.text for c in claims] == [
+        "Refunds take 30 days",
+        "they are not available for reserved plans.",
+        "Dr. Müller approved it.",
+        "See 東京 region.",
+    ]
+    for c in claims:
+        assert answer[c.start : c.end] == c.text
+
+
+def test_judge_is_deterministic(judge):
+    claims = ["The Pro plan costs $49 per month.", "Refunds are available for reserved instances."]
+    assert [judge.judge(c, [PASSAGE]) for c in claims] == [LocalJudge(JudgeSpec()).judge(c, [PASSAGE]) for c in claims]
