@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ragspan.tasks.text import sentence_spans
+from ragspan.tasks.text import STOPWORDS, sentence_spans
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("RAGSPAN_BENCH_DATA", REPO.parent / "shared" / "data"))
@@ -91,6 +91,8 @@ def answer_kind(text: str) -> str | None:
     if _HAS_DIGIT.search(t):
         return "number"
     words = t.split()
+    if t.lower() in STOPWORDS or words[0].lower() in STOPWORDS:
+        return None  # "What", "The ..." are not names
     if t[0].isupper() and len(words) <= 4 and all(w[0].isupper() or w.lower() in {"of", "the", "de", "and"} for w in words):
         return "entity"
     return None
@@ -161,3 +163,19 @@ def load_clapnq() -> tuple[list[Doc], list[Item]]:
             items.append(Item(r["id"], "clapnq", r["input"], doc.doc_id, p["title"], sent, sent,
                               swap, kind, text[swap[0]:swap[1]] if swap else None))
     return docs, items
+
+
+def load_clapnq_abstractive() -> list[dict]:
+    """ClapNQ answerable records with their human-written (abstractive) answer and the
+    offsets of its selected evidence sentences: a paraphrase probe, all claims gold-supported."""
+    out = []
+    for line in open(CLAPNQ / "clapnq_dev_answerable.jsonl", encoding="utf-8"):
+        r = json.loads(line)
+        text = r["passages"][0]["text"]
+        o = next((o for o in r["output"] if o["answer"].strip()), None)
+        if o is None:
+            continue
+        gold = [(text.find(s), text.find(s) + len(s)) for s in o["selected_sentences"] if text.find(s) >= 0]
+        out.append({"qid": r["id"], "question": r["input"], "doc_id": f'clapnq:{r["id"]}',
+                    "answer": o["answer"].strip(), "gold": gold})
+    return out

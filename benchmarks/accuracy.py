@@ -58,7 +58,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bm25s  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from _data import REPO, Doc, Item, load_clapnq, load_xquad  # noqa: E402
+from _data import REPO, Doc, Item, load_clapnq, load_clapnq_abstractive, load_xquad  # noqa: E402
 
 LABELS = ["correct", "rank_failure", "retrieval_miss", "synthesis_error", "hallucination"]
 SUPPORTED = {"correct", "rank_failure", "retrieval_miss"}
@@ -197,7 +197,45 @@ def build_cases(docs: list[Doc], items: list[Item], seed: int) -> list[dict]:
     return cases
 
 
-def write_workspace(root: Path, docs: list[Doc], cases: list[dict]) -> None:
+def abstractive_cases(docs: list[Doc], seed: int, limit: int | None) -> list[dict]:
+    """ClapNQ human answers, decomposed by the judge; every chunk of the gold passage in
+    context (ranks 1..n) followed by two BM25-neighbour distractors: every claim is
+    gold-`correct` (the annotators wrote it from that passage)."""
+    recs = load_clapnq_abstractive()
+    if limit is not None:
+        recs = random.Random(seed).sample(recs, min(limit, len(recs)))
+    by_doc = {d.doc_id: d for d in docs}
+    chunk_ids = [cid for d in docs for cid in d.chunk_ids()]
+    chunk_doc = [d.doc_id for d in docs for _ in d.chunks]
+    chunk_texts = [d.text[a:b] for d in docs for a, b in d.chunks]
+    retriever = bm25s.BM25()
+    retriever.index(bm25s.tokenize(chunk_texts, stopwords="en", show_progress=False), show_progress=False)
+    hits, _ = retriever.retrieve(bm25s.tokenize([r["question"] for r in recs], stopwords="en", show_progress=False),
+                                 k=20, show_progress=False, n_threads=1)
+    out = []
+    for r, row in zip(recs, hits):
+        gold = by_doc[r["doc_id"]].chunk_ids()
+        extra = [chunk_ids[int(c)] for c in row if chunk_doc[int(c)] != r["doc_id"]][:2]
+        out.append({**r, "question_id": f"abs:{r['qid']}", "retrieved": gold + extra, "context_k": len(gold)})
+    return out
+
+
+def score_abstractive(cases: list[dict], diag: pd.DataFrame) -> dict:
+    by_q = {c["question_id"]: c for c in cases}
+    labels = Counter(diag["label"])
+    in_gold = []
+    for d in diag.to_dict("records"):
+        c = by_q[d["question_id"]]
+        ok = d["doc_id"] == c["doc_id"] and pd.notna(d["char_start"]) and any(
+            iou((int(d["char_start"]), int(d["char_end"])), g) > 0 for g in c["gold"])
+        in_gold.append(bool(ok))
+    n = len(diag)
+    return {"claims": n, "answers": len(cases), "labels": dict(labels),
+            "correct_share": round(labels.get("correct", 0) / n, 4) if n else None,
+            "span_in_selected_sentences_share": round(sum(in_gold) / n, 4) if n else None}
+
+
+def write_workspace(root: Path, docs: list[Doc], cases: list[dict], abstractive: list[dict]) -> None:
     (root / "runs").mkdir(parents=True)
     with open(root / "corpus.jsonl", "w", encoding="utf-8") as f:
         for d in docs:
@@ -207,7 +245,13 @@ def write_workspace(root: Path, docs: list[Doc], cases: list[dict]) -> None:
             for cid, (a, b) in zip(d.chunk_ids(), d.chunks):
                 f.write(json.dumps({"chunk_id": cid, "doc_id": d.doc_id, "char_start": a, "char_end": b}) + "\n")
     pd.DataFrame([{"question_id": c["question_id"], "question": c["question"], "source": c["source"],
-                   "case": c["label"]} for c in cases]).to_csv(root / "questions.csv", index=False)
+                   "case": c["label"]} for c in cases]
+                 + [{"question_id": c["question_id"], "question": c["question"], "source": "clapnq",
+                     "case": "abstractive"} for c in abstractive]).to_csv(root / "questions.csv", index=False)
+    with open(root / "runs" / "abstractive.jsonl", "w", encoding="utf-8") as f:
+        for c in abstractive:
+            f.write(json.dumps({"question_id": c["question_id"], "answer": c["answer"], "context_k": c["context_k"],
+                                "retrieved": [{"chunk_id": cid} for cid in c["retrieved"]]}, ensure_ascii=False) + "\n")
     for variant in ("byo", "decomposed"):
         with open(root / "runs" / f"{variant}.jsonl", "w", encoding="utf-8") as f:
             for c in cases:
@@ -324,6 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=13)
     ap.add_argument("--no-clapnq", action="store_true", help="XQuAD only")
     ap.add_argument("--variants", default="byo,decomposed")
+    ap.add_argument("--skip", default="", help="'abstractive' to skip the ClapNQ paraphrase probe")
     ap.add_argument("--judge", default=None, help="judge kind (default: params.yaml, i.e. local)")
     ap.add_argument("--patch", default=None, help="a Python file run before the flow (prototype rules)")
     ap.add_argument("--json", default=None, help="output JSON (default benchmarks/results/accuracy-<judge>.json)")
@@ -340,6 +385,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.limit is not None and args.limit < len(items):
         items = rng.sample(items, args.limit)
     cases = build_cases(docs, items, args.seed)
+    abstractive = [] if args.no_clapnq else abstractive_cases(docs, args.seed, args.limit)
 
     tmp = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="ragspan-bench-"))
     os.environ["RAGSPAN_HOME"] = str(tmp / "home")
@@ -348,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
     configure_prefect()
     if args.patch:
         runpy.run_path(args.patch, run_name="__patch__")
-    write_workspace(tmp / "data", docs, cases)
+    write_workspace(tmp / "data", docs, cases, abstractive)
     t_built = time.perf_counter()
     print(f"built {len(cases)} cases over {len(docs)} documents "
           f"({sum(len(d.chunks) for d in docs)} chunks) in {t_built - t_start:.1f}s; workspace {tmp}")
@@ -370,6 +416,14 @@ def main(argv: list[str] | None = None) -> int:
             for r in bad.head(args.failures).to_dict("records"):
                 print(f"[{r['gold']} -> {r['pred']}] {r['question_id']}: {r['claim'][:160]}\n    {r['reason'][:200]}")
             rows.to_csv(tmp / f"rows-{variant}.csv", index=False)
+    if abstractive and "abstractive" not in args.skip:
+        diag, secs = run_flow(tmp / "data", "abstractive", tmp / "out" / "abstractive", args.judge)
+        probe = score_abstractive(abstractive, diag)
+        result["abstractive_probe"] = {"pipeline_seconds": round(secs, 2), **probe}
+        print(f"\n== abstractive probe (ClapNQ human answers, decomposed; all gold `correct`): {probe['claims']} claims "
+              f"from {probe['answers']} answers, pipeline {secs:.1f}s\nlabels {probe['labels']}\n"
+              f"correct share {probe['correct_share']:.3f}; evidence span inside a selected sentence "
+              f"{probe['span_in_selected_sentences_share']:.3f}")
     result["total_seconds"] = round(time.perf_counter() - t_start, 2)
     print(f"\ntotal runtime {result['total_seconds']:.1f}s")
     out = Path(args.json) if args.json else REPO / "benchmarks" / "results" / f"accuracy-{result['judge']}.json"

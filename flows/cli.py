@@ -35,14 +35,20 @@ def _resolve_run(args: argparse.Namespace) -> tuple[str, str]:
     return data, run
 
 
-def cmd_validate(args: argparse.Namespace) -> int:
+def _checked_workspace(data: str | None, run: str | None, params: str | None):
+    """Load and validate every input in this process, without Prefect: a bad input is
+    reported as one line here, before a flow (or any judge call) starts."""
     from ragspan.tasks.config import load_settings
     from ragspan.tasks.load import load_workspace
 
-    settings = load_settings(_params_path(args.params))
-    data = args.data or settings.data.dir
-    ws = load_workspace(data, args.run, settings.chunking.size, settings.chunking.overlap,
-                        settings.pipeline.default_context_k)
+    settings = load_settings(_params_path(params))
+    return load_workspace(data or settings.data.dir, run, settings.chunking.size,
+                          settings.chunking.overlap, settings.pipeline.default_context_k)
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    ws = _checked_workspace(args.data, args.run, args.params)
+    data = ws.data_dir
     summary = {
         "data": str(data), "run": args.run, "documents": len(ws.corpus), "chunks": len(ws.chunks),
         "questions": len(ws.questions), "answers": len(ws.answers), "retrieved": len(ws.retrieved),
@@ -59,6 +65,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     data, run = _resolve_run(args)
     out = args.out or str(Path("results") / run)
+    _checked_workspace(data, run, args.params)
     metrics = evaluate(data_dir=data, run=run, out_dir=out, params_path=_params_path(args.params),
                        judge=args.judge)
     if args.json:
