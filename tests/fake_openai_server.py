@@ -26,9 +26,10 @@ import re
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any, Self
 
 
 @dataclass
@@ -163,7 +164,7 @@ class FakeOpenAIServer:
             def log_message(self, *args: Any) -> None:  # quiet
                 pass
 
-            def do_POST(self) -> None:  # noqa: N802 (stdlib name)
+            def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("content-length") or 0))
                 try:
                     body = json.loads(raw)
@@ -226,7 +227,7 @@ class FakeOpenAIServer:
         self._server.shutdown()
         self._server.server_close()
 
-    def __enter__(self) -> "FakeOpenAIServer":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

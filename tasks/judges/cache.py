@@ -29,7 +29,7 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 from urllib.parse import urlsplit, urlunsplit
 
 CACHE_FILE = "judge-cache.sqlite"
@@ -173,7 +173,7 @@ class JudgeCache:
         with self._lock:
             self._conn.close()
 
-    def __enter__(self) -> "JudgeCache":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from string import Template
 
@@ -85,7 +85,7 @@ def parse_prompt(text: str, source: str = "<prompt>") -> Prompt:
     return prompt
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_prompt(prompt_id: str, directory: str | None = None) -> Prompt:
     path = Path(directory or PROMPTS_DIR) / f"{prompt_id}.md"
     try:
