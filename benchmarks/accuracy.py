@@ -191,7 +191,8 @@ def build_cases(docs: list[Doc], items: list[Item], seed: int) -> list[dict]:
             "question_id": f"{it.source}:{it.qid}", "source": it.source, "question": it.question,
             "label": label, "answer": claim, "swapped_in": swapped_in, "rephrased": rephrase,
             "kind": fine_kind(it) if swapped else None, "doc_id": doc.doc_id,
-            "gold_start": it.gold[0], "gold_end": it.gold[1], "sent_start": it.sent[0],
+            "gold_start": it.gold[0], "gold_end": it.gold[1],
+            "gold_text": doc.text[it.gold[0]:it.gold[1]] if it.source == "xquad" else None, "sent_start": it.sent[0],
             "sent_end": it.sent[1], "retrieved": retrieved, "gold_chunk": gold_chunk,
         })
     return cases
@@ -291,7 +292,10 @@ def score(cases: list[dict], diag: pd.DataFrame) -> dict:
         g = gold_label(c, d)
         row = {"question_id": d["question_id"], "source": c["source"], "gold": g, "pred": d["label"],
                "rephrased": c["rephrased"], "claim": d["claim"], "reason": d["reason"]}
-        if g in SUPPORTED:
+        # Span figures: supported claims that state the gold fact (a decomposed piece of
+        # the sentence that does not hold the XQuAD answer has no gold span to hit).
+        holds = c["gold_text"] is None or c["gold_text"].rstrip(".") in d["claim"] or not c["rephrased"] and d["claim"] == c["answer"]
+        if g in SUPPORTED and holds:
             same = d["doc_id"] == c["doc_id"] and pd.notna(d["char_start"])
             found = (int(d["char_start"]), int(d["char_end"])) if same else None
             gold = (c["gold_start"], c["gold_end"])
@@ -315,8 +319,8 @@ def metrics(df: pd.DataFrame) -> dict:
         r = tp / r_den if r_den else 0.0
         per[lab] = {"precision": round(p, 4), "recall": round(r, 4),
                     "f1": round(2 * p * r / (p + r), 4) if p + r else 0.0, "support": r_den}
-    sup = df[df["gold"].isin(SUPPORTED)]
-    ious = sup["iou"].tolist() if "iou" in sup else []
+    sup = df[df["gold"].isin(SUPPORTED) & df["iou"].notna()] if "iou" in df else df.iloc[0:0]
+    ious = sup["iou"].tolist()
     return {
         "claims": int(len(df)),
         "accuracy": round(float((df["gold"] == df["pred"]).mean()), 4) if len(df) else 0.0,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 
 def _cache(args: argparse.Namespace):
@@ -15,7 +15,7 @@ def _cache(args: argparse.Namespace):
 
 
 def _when(ts: float | None) -> str:
-    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%d %H:%M UTC") if ts else "-"
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M UTC") if ts else "-"
 
 
 def cmd_stats(args: argparse.Namespace) -> int:

@@ -60,14 +60,22 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
+    from ragspan.flows import progress
     from ragspan.flows.evaluate import evaluate
+    from ragspan.tasks.config import load_settings
     from ragspan.tasks.report import taxonomy_text
 
     data, run = _resolve_run(args)
     out = args.out or str(Path("results") / run)
-    _checked_workspace(data, run, args.params)
-    metrics = evaluate(data_dir=data, run=run, out_dir=out, params_path=_params_path(args.params),
-                       judge=args.judge)
+    ws = _checked_workspace(data, run, args.params)
+    shard_size = max(1, load_settings(_params_path(args.params)).pipeline.shard_size)
+    mode = args.progress or ("none" if args.quiet else "auto")
+    reporter = progress.make(mode)
+    with progress.activate(reporter):
+        reporter.start(run, len(ws.answers), -(-len(ws.answers) // shard_size))
+        metrics = evaluate(data_dir=data, run=run, out_dir=out, params_path=_params_path(args.params),
+                           judge=args.judge)
+        reporter.done(metrics["claims"], {k: v["count"] for k, v in metrics["labels"].items()})
     if args.json:
         print(json.dumps({k: metrics[k] for k in ("run", "claims", "judged", "unjudged", "labels")}))
         return 0
@@ -76,7 +84,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         states = metrics["judge"]["task_states"]
         print("tasks: " + "; ".join(f"{n} " + ", ".join(f"{c} {s}" for s, c in sorted(v.items()))
                                     for n, v in states.items()))
-        print(f"judge calls: {metrics['judge']['calls']} · results: {out}/")
+        print(f"judge calls: {metrics['judge']['calls']} · results: {out}/ "
+              f"(report.html, summary.md, taxonomy.png)")
     return 0
 
 
@@ -93,6 +102,10 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--params", help="parameters file (default: ./params.yaml if present)")
     ev.add_argument("--quiet", action="store_true", help="print nothing on success")
     ev.add_argument("--json", action="store_true", help="print the label counts as one JSON line")
+    ev.add_argument("--progress", choices=["auto", "bar", "plain", "jsonl", "none"],
+                    help="progress on stderr: bar (a terminal), plain (one line per shard), jsonl "
+                         "(one JSON object per event, for CI logs) or none; default auto = bar on a "
+                         "terminal, plain otherwise, none with --quiet")
     ev.set_defaults(func=cmd_evaluate)
 
     va = sub.add_parser("validate", help="check the inputs without judging")

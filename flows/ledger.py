@@ -1,12 +1,18 @@
 """StepLedger: runs a step task inside a flow and keeps what the run report needs —
-the Prefect state of every task run (Completed / Cached / Failed) and the judge stats."""
+the Prefect state of every task run (Completed / Cached / Failed) and the judge stats —
+and tells the active progress reporter (flows/progress.py) about every step: a shard
+starts with its FIRST_STEP (whose first argument is the shard's answers) and ends with
+its LAST_STEP."""
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
 from typing import Any
 
+from ragspan.flows import progress
 from ragspan.tasks.judges.base import JudgeStats
+
+FIRST_STEP, LAST_STEP = "decompose", "diagnose"
 
 
 class StepFailed(RuntimeError):
@@ -19,16 +25,23 @@ class StepLedger:
         self.stats = JudgeStats()
 
     def run(self, step: Any, *args: Any) -> Any:
+        report = progress.current()
+        first = step.name == FIRST_STEP and args and hasattr(args[0], "__len__")
+        report.step_started(step.name, len(args[0]) if first else None)
         state = step(*args, return_state=True)
         self.states[step.name][state.name] += 1
         if not state.is_completed():
             raise StepFailed(f"step {step.name} ended {state.name}: {state.message}")
         result = state.result()
+        calls = 0
         if isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], JudgeStats):
-            table, stats = result
+            result, stats = result
             if state.name != "Cached":  # a cached step made no judge call in this run
                 self.stats += stats
-            return table
+                calls = stats.calls
+        report.step_done(step.name, state.name, calls)
+        if step.name == LAST_STEP:
+            report.shard_done()
         return result
 
     def summary(self) -> dict[str, dict[str, int]]:

@@ -32,6 +32,9 @@ from ragspan.tasks.schemas import LABELS
 ORDER: tuple[str, ...] = ("correct", "rank_failure", "retrieval_miss", "synthesis_error", "hallucination")
 JUDGED = ORDER
 _RANK = {label: i for i, label in enumerate(ORDER)}
+# A group whose judged claims come from fewer questions than this has a degenerate
+# bootstrap (each resample holds the question or not): its changes count as noise.
+MIN_QUESTIONS = 5
 
 
 class QuestionsDiffer(ValueError):
@@ -116,14 +119,17 @@ def question_weights(n_questions: int, resamples: int, seed: int) -> np.ndarray:
 
 def rate_deltas(a: pd.DataFrame, b: pd.DataFrame, questions: Iterable[str] | None = None,
                 resamples: int = 2000, seed: int = 0, level: float = 0.95,
-                weights: np.ndarray | None = None) -> list[dict]:
+                weights: np.ndarray | None = None, min_questions: int = 1) -> list[dict]:
     """Per judged label: counts and rates in A and B, delta = B − A, and the paired
-    bootstrap percentile interval of the delta over resampled questions."""
+    bootstrap percentile interval of the delta over resampled questions. With judged
+    claims from fewer than `min_questions` questions every change is `within_noise`."""
     qs = pd.Index(sorted(set(questions) if questions is not None
                          else set(a["question_id"]) | set(b["question_id"])))
     ca, cb = _counts_by_question(a, qs), _counts_by_question(b, qs)
     w = question_weights(len(qs), resamples, seed) if weights is None else weights
     ra, rb = _rates(ca.sum(0)), _rates(cb.sum(0))
+    n_questions = int(((ca.sum(1) + cb.sum(1)) > 0).sum())
+    few = n_questions < min_questions
     boot = _rates(w @ cb) - _rates(w @ ca)  # (resamples × labels)
     alpha = (1 - level) / 2
     rows = []
@@ -137,7 +143,8 @@ def rate_deltas(a: pd.DataFrame, b: pd.DataFrame, questions: Iterable[str] | Non
             "a_count": int(ca[:, j].sum()), "a_rate": _num(ra[j]),
             "b_count": int(cb[:, j].sum()), "b_rate": _num(rb[j]),
             "delta": _num(delta), "ci_low": _num(lo), "ci_high": _num(hi),
-            "within_noise": bool(np.isnan(delta) or np.isnan(lo) or lo <= 0 <= hi or delta == 0),
+            "questions": n_questions, "few_questions": few,
+            "within_noise": bool(few or np.isnan(delta) or np.isnan(lo) or lo <= 0 <= hi or delta == 0),
         })
     return rows
 
@@ -150,7 +157,8 @@ def metadata_deltas(a: pd.DataFrame, b: pd.DataFrame, groups_a: pd.DataFrame, gr
                     questions: Iterable[str], resamples: int = 2000, seed: int = 0,
                     level: float = 0.95) -> dict[str, dict[str, list[dict]]]:
     """`rate_deltas` within each metadata value. A claim's group comes from its own side
-    (its evidence document can change between runs); questions are resampled jointly."""
+    (its evidence document can change between runs); questions are resampled jointly;
+    groups drawn from fewer than MIN_QUESTIONS questions never leave the noise."""
     qs = sorted(set(questions))
     w = question_weights(len(qs), resamples, seed)
     out: dict[str, dict[str, list[dict]]] = {}
@@ -160,7 +168,8 @@ def metadata_deltas(a: pd.DataFrame, b: pd.DataFrame, groups_a: pd.DataFrame, gr
     for key in keys:
         va, vb = ga[key].astype("string").fillna("(none)"), gb[key].astype("string").fillna("(none)")
         out[key] = {
-            str(v): rate_deltas(ga[va == v], gb[vb == v], qs, resamples, seed, level, weights=w)
+            str(v): rate_deltas(ga[va == v], gb[vb == v], qs, resamples, seed, level, weights=w,
+                                min_questions=MIN_QUESTIONS)
             for v in sorted(set(va) | set(vb))
         }
     return out
@@ -320,12 +329,13 @@ def _noise(r: dict) -> str:
     return "within noise" if r["within_noise"] else "CHANGED"
 
 
-def _grid(header: list[str], rows: list[list[str]], markdown: bool) -> list[str]:
+def _grid(header: list[str], rows: list[list[str]], markdown: bool, left: int = 1) -> list[str]:
+    """A table; the first `left` columns are left-aligned, the rest right-aligned."""
     if markdown:
         return ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|",
                 *("| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows)]
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
-    fmt = lambda cells: "  ".join(c.ljust(w) if i == 0 else c.rjust(w)  # noqa: E731
+    fmt = lambda cells: "  ".join(c.ljust(w) if i < left else c.rjust(w)  # noqa: E731
                                    for i, (c, w) in enumerate(zip(cells, widths)))
     return [fmt(header), "-" * (sum(widths) + 2 * (len(widths) - 1)), *(fmt(r) for r in rows)]
 
@@ -356,10 +366,14 @@ def _render(result: dict, markdown: bool, limit: int) -> str:
     lines += _grid(["label", "A", "B", "Δ", "95% CI", ""], rows, markdown)
     if result["by_metadata"]:
         lines += ["", h("By metadata (changes outside noise)"), ""]
-        rows = [[f"{key}={value}", r["label"], _pct(r["a_rate"]), _pct(r["b_rate"]), _pp(r["delta"]), _ci(r)]
+        rows = [[f"{key}={value}", r["label"], _pct(r["a_rate"]), _pct(r["b_rate"]),
+                 _pp(r["delta"]), _ci(r)]
                 for key, values in result["by_metadata"].items() for value, rs in values.items()
                 for r in rs if not r["within_noise"]]
-        lines += _grid(["group", "label", "A", "B", "Δ", "95% CI"], rows, markdown) if rows else \
+        lines.append(f"(groups with judged claims from fewer than {MIN_QUESTIONS} questions are "
+                     "always counted as noise)")
+        lines.append("")
+        lines += _grid(["group", "label", "A", "B", "Δ", "95% CI"], rows, markdown, left=2) if rows else \
             ["(no per-metadata change outside noise)"]
     t = result["transitions"]
     lines += ["", h("Transitions of matched claims"), "",
@@ -378,7 +392,7 @@ def _render(result: dict, markdown: bool, limit: int) -> str:
             lines.append("(none)")
             continue
         rows = [[i["claim_id_a"], f"{i['label_a']} → {i['label_b']}", _clip(i["claim"])] for i in items[:limit]]
-        lines += _grid(["claim", "change", "text"], rows, markdown)
+        lines += _grid(["claim", "change", "text"], rows, markdown, left=3)
         if len(items) > limit:
             lines.append(f"… and {len(items) - limit} more (--limit, or --format json for all)")
     return "\n".join(lines) + "\n"

@@ -27,46 +27,51 @@ import pandas as pd
 from ragspan.tasks import schemas
 from ragspan.tasks.orchestration import step_task
 
+# (label, does this judgement belong to the tier?) in decision order.
 _TIERS = (
-    ("correct", lambda j: (j["source"] == "retrieved") & j["in_context"]),
-    ("rank_failure", lambda j: (j["source"] == "retrieved") & ~j["in_context"]),
+    ("correct", lambda j: j["source"] == "retrieved" and j["in_context"]),
+    ("rank_failure", lambda j: j["source"] == "retrieved" and not j["in_context"]),
     ("retrieval_miss", lambda j: j["source"] == "corpus"),
 )
+_NO_EVIDENCE = dict(doc_id=None, chunk_id=None, char_start=None, char_end=None, span_text=None, rank=None,
+                    in_context=None, score=None, source_conflict=False, evidence_source=None, match=None,
+                    confidence=None)
+_NO_RANK = 10**9
 
 
-def _best(rows: pd.DataFrame) -> dict:
+def _best(rows: list[dict]) -> dict:
     """The deciding evidence: highest confidence, then best rank, then earliest span."""
-    ordered = rows.assign(_r=rows["rank"].fillna(10**9)).sort_values(
-        ["confidence", "_r", "chunk_id", "char_start"], ascending=[False, True, True, True], kind="stable"
-    )
-    return ordered.iloc[0].to_dict()
+    return min(rows, key=lambda j: (-j["confidence"], _NO_RANK if j["rank"] is None else j["rank"],
+                                    j["chunk_id"], j["char_start"]))
 
 
-def diagnosis_for_claim(claim: dict, judged: pd.DataFrame, support_threshold: float) -> dict:
+def _supports(j: dict, support_threshold: float) -> bool:
+    return j["match"] is not None and j["verdict"] == "supported" and j["confidence"] >= support_threshold
+
+
+def diagnosis_for_claim(claim: dict, judged: list[dict], support_threshold: float) -> dict:
+    """The label of one claim from its judgements (records of the Judgements table)."""
     base = {k: claim[k] for k in ("run", "question_id", "claim_id", "claim", "answer_start", "answer_end")}
-    empty = dict(doc_id=None, chunk_id=None, char_start=None, char_end=None, span_text=None, rank=None,
-                 in_context=None, score=None, source_conflict=False, evidence_source=None, match=None,
-                 confidence=None)
-    if isinstance(claim["decompose_error"], str):
-        return {**base, **empty, "label": "unjudged", "reason": f"decomposition failed: {claim['decompose_error']}"}
-    evidence = judged[judged["source"] != "reference"]
-    spanned = evidence["match"].notna()
-    supports = spanned & (evidence["verdict"] == "supported") & (evidence["confidence"] >= support_threshold)
-    for label, tier_of in _TIERS:
-        tier = tier_of(evidence)
-        if (tier & supports).any():
-            return {**base, **_evidence(_best(evidence[tier & supports])), "label": label,
-                    "reason": _reason(label, evidence[tier & supports])}
-        failed = evidence[tier & evidence["error"].notna()]
-        if not failed.empty:
-            kinds = ", ".join(sorted(set(failed["error"])))
-            return {**base, **empty, "label": "unjudged", "reason": f"judge failed ({kinds}) on {len(failed)} passage(s)"}
-    in_context = (evidence["source"] == "retrieved") & evidence["in_context"]
-    about = spanned & in_context & ((evidence["verdict"] == "partial") | (evidence["verdict"] == "supported"))
-    if about.any():
-        return {**base, **_evidence(_best(evidence[about])), "label": "synthesis_error",
-                "reason": _reason("synthesis_error", evidence[about])}
-    return {**base, **empty, "label": "hallucination",
+    if claim["decompose_error"] is not None:
+        return {**base, **_NO_EVIDENCE, "label": "unjudged",
+                "reason": f"decomposition failed: {claim['decompose_error']}"}
+    evidence = [j for j in judged if j["source"] != "reference"]
+    for label, in_tier in _TIERS:
+        tier = [j for j in evidence if in_tier(j)]
+        support = [j for j in tier if _supports(j, support_threshold)]
+        if support:
+            return {**base, **_evidence(_best(support)), "label": label, "reason": _reason(label, _best(support))}
+        failed = [j for j in tier if j["error"] is not None]
+        if failed:
+            kinds = ", ".join(sorted({j["error"] for j in failed}))
+            return {**base, **_NO_EVIDENCE, "label": "unjudged",
+                    "reason": f"judge failed ({kinds}) on {len(failed)} passage(s)"}
+    about = [j for j in evidence if j["source"] == "retrieved" and j["in_context"] and j["match"] is not None
+             and j["verdict"] in ("partial", "supported")]
+    if about:
+        return {**base, **_evidence(_best(about)), "label": "synthesis_error",
+                "reason": _reason("synthesis_error", _best(about))}
+    return {**base, **_NO_EVIDENCE, "label": "hallucination",
             "reason": "no passage in context, retrieved or corpus-wide supports or is about the claim"}
 
 
@@ -79,32 +84,32 @@ def _evidence(row: dict) -> dict:
     }
 
 
-def _reason(label: str, rows: pd.DataFrame) -> str:
-    top = _best(rows)
+def _reason(label: str, top: dict) -> str:
     where = {
         "correct": f"supported by in-context chunk at rank {top['rank']}",
         "rank_failure": f"supported by chunk retrieved at rank {top['rank']}, below the context cutoff",
         "retrieval_miss": "supported by a chunk the retriever never returned (found by corpus-wide search)",
         "synthesis_error": f"in-context chunk at rank {top['rank']} is about the claim but does not support it",
     }[label]
-    return f"{where}; judge: {top['reason']}" if isinstance(top["reason"], str) and top["reason"] else where
+    return f"{where}; judge: {top['reason']}" if top["reason"] else where
 
 
-def source_conflicts(judged: pd.DataFrame) -> set[str]:
-    """Claims the question's reference answer is about but disagrees with."""
-    ref = judged[(judged["source"] == "reference") & (judged["verdict"] == "partial")]
-    return set(ref["claim_id"])
+def _records(table: pd.DataFrame) -> list[dict]:
+    """Rows as dicts with missing values as None (pandas gives NaN/NA otherwise)."""
+    return table.astype(object).where(table.notna(), None).to_dict("records")
 
 
 def diagnoses_for_claims(claims: pd.DataFrame, judged: Iterable[pd.DataFrame], support_threshold: float) -> pd.DataFrame:
-    all_judged = pd.concat([j for j in judged if not j.empty] or [schemas.table([], schemas.Judgements)], ignore_index=True)
-    per_claim = dict(tuple(all_judged.groupby("claim_id", sort=False)))
-    empty = all_judged.iloc[0:0]
-    conflicts = source_conflicts(all_judged)
+    per_claim: dict[str, list[dict]] = {}
+    for table in judged:
+        for j in _records(table):
+            per_claim.setdefault(j["claim_id"], []).append(j)
     rows = []
-    for c in claims.to_dict("records"):
-        d = diagnosis_for_claim(c, per_claim.get(c["claim_id"], empty), support_threshold)
-        if d["label"] == "correct" and c["claim_id"] in conflicts:
+    for c in _records(claims):
+        mine = per_claim.get(c["claim_id"], [])
+        d = diagnosis_for_claim(c, mine, support_threshold)
+        # source_conflict: the reference answer is about the claim but disagrees with it.
+        if d["label"] == "correct" and any(j["source"] == "reference" and j["verdict"] == "partial" for j in mine):
             d["source_conflict"] = True
             d["reason"] += "; the reference answer contradicts it (source_conflict)"
         rows.append(d)

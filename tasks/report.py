@@ -8,8 +8,8 @@ retrieved document — the document the RAG system leaned on.
 
 from __future__ import annotations
 
-import html
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -106,70 +106,92 @@ def taxonomy_text(metrics: dict) -> str:
     return "\n".join(lines)
 
 
-_COLORS = {"correct": "#2e7d32", "rank_failure": "#f9a825", "retrieval_miss": "#ef6c00",
-           "synthesis_error": "#6a1b9a", "hallucination": "#c62828", "unjudged": "#757575"}
-_CONTEXT_CHARS = 160
+def render_html(metrics: dict, diagnoses: pd.DataFrame, answers: pd.DataFrame, corpus: pd.DataFrame, *,
+                spans: pd.DataFrame | None = None, questions: pd.DataFrame | None = None,
+                retrieved: pd.DataFrame | None = None, comparison: dict | None = None) -> str:
+    """report.html (see tasks/report_html.py): every piece of text escaped, no network."""
+    from ragspan.tasks.report_html import render_report
+
+    return render_report(metrics, diagnoses, answers, corpus, spans=spans, questions=questions,
+                         retrieved=retrieved, comparison=comparison)
 
 
-def _e(text: object) -> str:
-    return html.escape("" if text is None or (isinstance(text, float) and pd.isna(text)) else str(text), quote=True)
+# Chart images written next to report.html, for README files and PR comments.
+CHART_FILES = ("taxonomy", "ranks", "by_metadata")
 
 
-def render_html(metrics: dict, diagnoses: pd.DataFrame, answers: pd.DataFrame, corpus: pd.DataFrame) -> str:
-    """A first report: the breakdown, and each claim with its evidence highlighted in
-    its document. Every piece of corpus/answer text goes through html.escape."""
-    texts = dict(zip(corpus["doc_id"], corpus["text"]))
-    answer_of = dict(zip(answers["question_id"], answers["answer"]))
-    bars = []
+def chart_images(metrics: dict, diagnoses: pd.DataFrame, retrieved: pd.DataFrame | None) -> dict[str, bytes]:
+    """{file name: content}: `<chart>.svg` and `<chart>.png` for each of CHART_FILES."""
+    from ragspan.tasks import charts
+
+    built = {
+        "taxonomy": charts.taxonomy_chart(metrics),
+        "ranks": charts.rank_chart(charts.evidence_positions(diagnoses, retrieved), metrics["run"]),
+        "by_metadata": charts.metadata_chart(metrics),
+    }
+    out: dict[str, bytes] = {}
+    for name, chart in built.items():
+        out[f"{name}.svg"] = charts.to_svg(chart).encode("utf-8")
+        out[f"{name}.png"] = charts.to_png(chart)
+    return out
+
+
+def _md(text: object) -> str:
+    """Text safe inside Markdown (GitHub comments): no markup, no HTML, no table breaks."""
+    return re.sub(r"([\\`*_\[\]<>|#!~])", r"\\\1", " ".join(str(text).split()))
+
+
+def _code(text: object) -> str:
+    return " ".join(str(text).replace("`", "'").split())
+
+
+def summary_markdown(metrics: dict, comparison: dict | None = None, images: tuple[str, ...] = ()) -> str:
+    """summary.md: the headline, what to fix first and the chart images, for a PR comment."""
+    from ragspan.tasks.report_html import STAGES, concentration, fix_order
+
+    ci = metrics.get("rate_ci95") or {}
+    judge = metrics.get("judge") or {}
+    m = metrics.get("manifest") or {}
+    deltas = {r.get("label"): r for r in (comparison or {}).get("overall", []) if isinstance(r, dict)}
+    lines = [f"## ragspan: {_md(metrics['run'])}", "",
+             f"{metrics['claims']} claims, {metrics['judged']} judged, **{metrics['unjudged']} unjudged** "
+             f"(excluded from rates) · {metrics.get('source_conflicts', 0)} source_conflict flags  ",
+             f"judge {_md(judge.get('judge', '?'))} ({_md(judge.get('model', '?'))}, prompt "
+             f"{_md(judge.get('prompt_version', '?'))}) · data `{_code((m.get('data') or {}).get('dvc_md5') or '-')}` "
+             f"· code {_md(m.get('code_version', '?'))} · git `{_code(str(m.get('git_rev') or '-')[:12])}`"
+             + (" (dirty)" if m.get("git_dirty") else ""), ""]
+    head = "| label | claims | rate | 95% CI |"
+    rule = "|---|---:|---:|---:|"
+    if comparison:
+        head += f" Δ vs {_md((comparison.get('a') or {}).get('name', 'previous'))} | |"
+        rule += "---:|---|"
+    lines += [head, rule]
     for label, v in metrics["labels"].items():
-        width = 0 if not metrics["claims"] else 100 * v["count"] / metrics["claims"]
+        c = ci.get(label) or {}
+        interval = "—" if c.get("low") is None else f"{c['low']:.1%} – {c['high']:.1%}"
         rate = "—" if v["rate"] is None else f"{v['rate']:.1%}"
-        bars.append(f'<tr><td><span class="lab" style="background:{_COLORS[label]}">{label}</span></td>'
-                    f'<td class="n">{v["count"]}</td><td class="n">{rate}</td>'
-                    f'<td><div class="bar" style="width:{width:.1f}%;background:{_COLORS[label]}"></div></td></tr>')
-    fixes = sorted(FAILURE_LABELS, key=lambda l: -metrics["labels"][l]["count"])
-    fix_items = "".join(f"<li><b>{l}</b> ({metrics['labels'][l]['count']}): {_e(FIX_FOR[l])}</li>" for l in fixes)
-    cards = []
-    for qid, group in diagnoses.groupby("question_id", sort=True):
-        items = []
-        for d in group.to_dict("records"):
-            ev = '<p class="none">no evidence span</p>'
-            if isinstance(d["doc_id"], str) and pd.notna(d["char_start"]):
-                doc = texts[d["doc_id"]]
-                s, e = int(d["char_start"]), int(d["char_end"])
-                lo, hi = max(0, s - _CONTEXT_CHARS), min(len(doc), e + _CONTEXT_CHARS)
-                where = "in context" if d["in_context"] else "not in context"
-                rank = "not retrieved" if pd.isna(d["rank"]) else f"rank {int(d['rank'])}"
-                ev = (f'<p class="src">{_e(d["doc_id"])} · chunk {_e(d["chunk_id"])} · {rank} · {where} · '
-                      f'chars [{s}, {e})</p><pre class="doc">{"…" if lo else ""}{_e(doc[lo:s])}'
-                      f'<mark class="span" data-doc="{_e(d["doc_id"])}" data-start="{s}" data-end="{e}">{_e(doc[s:e])}</mark>'
-                      f'{_e(doc[e:hi])}{"…" if hi < len(doc) else ""}</pre>')
-            flag = ' <span class="flag">source_conflict</span>' if d["source_conflict"] else ""
-            items.append(f'<li class="claim" data-label="{d["label"]}"><span class="lab" style="background:{_COLORS[d["label"]]}">'
-                         f'{d["label"]}</span>{flag} {_e(d["claim"])}<p class="why">{_e(d["reason"])}</p>{ev}</li>')
-        cards.append(f'<section class="q"><h3>{_e(qid)}</h3><p class="answer">{_e(answer_of.get(qid, ""))}</p>'
-                     f'<ul>{"".join(items)}</ul></section>')
-    manifest = _e(json.dumps(metrics["manifest"], indent=1, sort_keys=True))
-    return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>ragspan report — {_e(metrics['run'])}</title>
-<style>
-body{{font:15px/1.5 system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}}
-table{{border-collapse:collapse}} td{{padding:2px 8px}} td.n{{text-align:right}}
-.bar{{height:14px;min-width:1px}} .lab{{color:#fff;border-radius:3px;padding:0 6px;font-size:12px}}
-.flag{{background:#000;color:#fff;border-radius:3px;padding:0 6px;font-size:12px}}
-pre.doc{{white-space:pre-wrap;background:#f6f6f6;padding:6px;border-left:3px solid #999}}
-mark.span{{background:#ffe082}} .why,.src{{color:#555;font-size:13px;margin:2px 0}} li.claim{{margin:8px 0}}
-.answer{{font-style:italic}}
-</style></head><body>
-<h1>ragspan — {_e(metrics['run'])}</h1>
-<p>{metrics['claims']} claims, {metrics['judged']} judged, {metrics['unjudged']} unjudged (excluded from rates);
-{metrics['source_conflicts']} source_conflict flags.</p>
-<table>{''.join(bars)}</table>
-<h2>What to fix first</h2><ol>{fix_items}</ol>
-<h2>Claims and evidence</h2>{''.join(cards)}
-<h2>Manifest</h2><pre>{manifest}</pre>
-</body></html>
-"""
+        row = f"| {label} | {v['count']} | {rate} | {interval} |"
+        if comparison:
+            d = deltas.get(label) or {}
+            delta = "—" if d.get("delta") is None else f"{d['delta'] * 100:+.1f} pp"
+            row += f" {delta} | {'' if not d else ('within noise' if d.get('within_noise') else '**changed**')} |"
+        lines.append(row)
+    lines += ["", "### What to fix first", ""]
+    share = metrics.get("failure_share") or {}
+    for i, label in enumerate(fix_order(metrics), 1):
+        s = share.get(label)
+        where = concentration(metrics, label)
+        conc = "" if where is None else (
+            f"; concentrated in {_md(where['key'])} = {_md(where['value'])} ({where['count']} of {where['of']}, "
+            f"{where['share']:.0%} vs {where['base']:.0%} of all claims)")
+        lines.append(f"{i}. **{label}** — {STAGES[label]}: {metrics['labels'][label]['count']} claims"
+                     f"{'' if s is None else f', {s:.0%} of failures'}{conc}")
+    if images:
+        lines += [""] + [f"![{name}]({name})" for name in images]
+    boot = metrics.get("bootstrap") or {}
+    lines += ["", f"<sub>95% CI: percentile bootstrap over {boot.get('resamples', '?')} resamples of questions "
+              f"(seed {boot.get('seed', '?')}). Every claim with its evidence: report.html</sub>", ""]
+    return "\n".join(lines)
 
 
 def spans_from_judgements(judgements: pd.DataFrame) -> pd.DataFrame:
@@ -189,22 +211,34 @@ def broken_spans(spans: pd.DataFrame, corpus: pd.DataFrame) -> list[str]:
 
 def write_results(out_dir: Path, run: str, claims: pd.DataFrame, judgements: pd.DataFrame,
                   diagnoses: pd.DataFrame, answers: pd.DataFrame, retrieved: pd.DataFrame,
-                  corpus: pd.DataFrame, questions: pd.DataFrame, judge_stats: dict, manifest: dict) -> dict:
-    """Compute metrics and write every output of DESIGN §4 atomically; returns metrics."""
+                  corpus: pd.DataFrame, questions: pd.DataFrame, judge_stats: dict, manifest: dict,
+                  comparison: dict | None = None) -> dict:
+    """Compute metrics and write every output of DESIGN §4 atomically, plus the chart images
+    (CHART_FILES as .svg and .png) and summary.md; returns metrics. `comparison` (the JSON
+    of `ragspan compare --format json`, this run as side B) adds deltas to the report."""
     from ragspan.tasks.outputs import write_atomic_dir
+    from ragspan.tasks.stats import bootstrap_spec, rate_intervals
 
     spans = spans_from_judgements(judgements)
     bad = broken_spans(spans, corpus) + broken_spans(diagnoses.dropna(subset=["char_start"]), corpus)
     if bad:  # a bug upstream, never data: refuse to write rather than write a lie
         raise AssertionError(f"span invariant broken for claims {bad[:5]}")
     metrics = metrics_for(run, diagnoses, corpus, questions, retrieved, judge_stats, manifest)
+    metrics["rate_ci95"] = rate_intervals(diagnoses)
+    metrics["bootstrap"] = bootstrap_spec()
+    images = chart_images(metrics, diagnoses, retrieved)
+    page = render_html(metrics, diagnoses, answers, corpus, spans=spans, questions=questions,
+                       retrieved=retrieved, comparison=comparison)
+    summary = summary_markdown(metrics, comparison, tuple(n for n in images if n.endswith(".png")))
     write_atomic_dir(out_dir, {
         "claims.parquet": lambda p: claims.to_parquet(p, index=False),
         "spans.parquet": lambda p: spans.to_parquet(p, index=False),
         "diagnoses.parquet": lambda p: diagnoses.to_parquet(p, index=False),
         "metrics.json": lambda p: p.write_text(json.dumps(metrics, indent=2, sort_keys=False) + "\n", encoding="utf-8"),
         "taxonomy.csv": lambda p: taxonomy_rows(run, metrics).to_csv(p, index=False),
-        "report.html": lambda p: p.write_text(render_html(metrics, diagnoses, answers, corpus), encoding="utf-8"),
+        "report.html": lambda p: p.write_text(page, encoding="utf-8"),
+        "summary.md": lambda p: p.write_text(summary, encoding="utf-8"),
+        **{name: (lambda p, data=data: p.write_bytes(data)) for name, data in images.items()},
     })
     return metrics
 

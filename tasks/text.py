@@ -18,6 +18,8 @@ _STEMMER = SnowballStemmer("english")
 
 # Words, keeping numbers like 1,200 / 3.5 / v2.4.1 and contractions in one token.
 _WORD = re.compile(r"\w+(?:[.,'’:/-]\w+)*", re.UNICODE)
+_HAS_DIGIT = re.compile(r"\d")
+_HAS_ALPHA = re.compile(r"[^\W\d_]")
 _NEGATIONS = frozenset(
     "not no never none nobody nothing neither nor cannot can't won't don't doesn't "
     "didn't isn't aren't wasn't weren't hasn't haven't hadn't shouldn't wouldn't "
@@ -71,6 +73,24 @@ def canonical_number(raw: str) -> str | None:
     return None
 
 
+@lru_cache(maxsize=1 << 18)
+def _features(raw: str) -> tuple[str, bool, bool, bool, bool]:
+    """(norm, is_number, is_entity, is_negation, is_stop) of one surface word; words
+    repeat across a corpus, so this is computed once per distinct word."""
+    low = unicodedata.normalize("NFKC", raw).casefold().replace("’", "'")
+    base = low.removesuffix("'s")
+    num = canonical_number(raw)
+    has_digit = _HAS_DIGIT.search(raw) is not None
+    is_entity = num is None and (raw[0].isupper() or (has_digit and _HAS_ALPHA.search(raw) is not None))
+    return (
+        num if num is not None else stem(base),
+        num is not None,
+        is_entity and base not in STOPWORDS and low not in STOPWORDS,
+        low in _NEGATIONS or low.endswith("n't"),
+        low in STOPWORDS or base in STOPWORDS or low in _NEGATIONS,
+    )
+
+
 def tokens(text: str) -> list[Token]:
     """Word tokens of `text` with raw offsets and the features the local judge checks."""
     out: list[Token] = []
@@ -78,24 +98,9 @@ def tokens(text: str) -> list[Token]:
         raw = m.group(0).rstrip(".,:/-'’")
         if not raw:
             continue
-        low = unicodedata.normalize("NFKC", raw).casefold().replace("’", "'")
-        base = low.removesuffix("'s")
-        num = canonical_number(raw)
-        has_digit = any(c.isdigit() for c in raw)
-        is_entity = num is None and (raw[0].isupper() or (has_digit and any(c.isalpha() for c in raw)))
-        norm = num if num is not None else stem(base)
-        out.append(
-            Token(
-                text=raw,
-                start=m.start(),
-                end=m.start() + len(raw),
-                norm=norm,
-                is_number=num is not None,
-                is_entity=is_entity and base not in STOPWORDS and low not in STOPWORDS,
-                is_negation=low in _NEGATIONS or low.endswith("n't"),
-                is_stop=low in STOPWORDS or base in STOPWORDS or low in _NEGATIONS,
-            )
-        )
+        start = m.start()
+        norm, is_number, is_entity, is_negation, is_stop = _features(raw)
+        out.append(Token(raw, start, start + len(raw), norm, is_number, is_entity, is_negation, is_stop))
     return out
 
 
@@ -108,8 +113,8 @@ def sentence_spans(text: str) -> tuple[tuple[int, int], ...]:
     spans: list[tuple[int, int]] = []
     for line in re.finditer(r"[^\r\n]+", text):
         base = line.start()
-        for b in get_sentence_boundaries("en", line.group(0)):
-            s, e = base + b["start_index"], base + b["end_index"]
+        for s, e in _line_sentences(line.group(0)):
+            s, e = base + s, base + e
             while s < e and text[s].isspace():
                 s += 1
             while e > s and text[e - 1].isspace():
@@ -117,6 +122,24 @@ def sentence_spans(text: str) -> tuple[tuple[int, int], ...]:
             if e > s:
                 spans.append((s, e))
     return tuple(spans)
+
+
+_OTHER_SPACE = re.compile(r"[^\S ]")
+_FALLBACK_END = re.compile(r"(?<=[.!?。！？])\s+")
+
+
+def _line_sentences(line: str) -> list[tuple[int, int]]:
+    """sentencex boundaries of one line. Unicode spaces become ASCII spaces first (same
+    code-point length, so offsets hold): sentencex's Rust core can panic on a multi-byte
+    space (seen with NBSP). If it panics anyway, a plain end-punctuation split is used."""
+    safe = _OTHER_SPACE.sub(" ", line)
+    try:
+        return [(b["start_index"], b["end_index"]) for b in get_sentence_boundaries("en", safe)]
+    except BaseException as exc:  # pyo3 PanicException derives from BaseException
+        if type(exc).__name__ != "PanicException":
+            raise
+        cuts = [0, *(m.end() for m in _FALLBACK_END.finditer(line)), len(line)]
+        return [(a, b) for a, b in zip(cuts, cuts[1:]) if b > a]
 
 
 # Characters that the quote normalisation folds (documented in docs/offsets.md).

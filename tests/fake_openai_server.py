@@ -156,10 +156,13 @@ class FakeOpenAIServer:
         self.requests: list[dict] = []
         self.headers: list[dict[str, str]] = []
         self._lock = threading.Lock()
+        self.in_flight = 0
+        self.max_in_flight = 0  # most requests being answered at once (concurrency checks)
         outer = self
 
         class _Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # else a 40 ms delayed-ACK stall per reply
 
             def log_message(self, *args: Any) -> None:  # quiet
                 pass
@@ -174,6 +177,15 @@ class FakeOpenAIServer:
                     outer.requests.append(body)
                     outer.headers.append(dict(self.headers))
                     reply = outer.script.popleft() if outer.script else None
+                    outer.in_flight += 1
+                    outer.max_in_flight = max(outer.max_in_flight, outer.in_flight)
+                try:
+                    self._answer(body, reply)
+                finally:
+                    with outer._lock:
+                        outer.in_flight -= 1
+
+            def _answer(self, body: dict, reply: Reply | None) -> None:
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     reply = Reply(status=404, body={"error": {"message": "not found"}})
                 elif reply is None:
@@ -194,7 +206,7 @@ class FakeOpenAIServer:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
         self._thread.start()
 
     @property
@@ -222,6 +234,7 @@ class FakeOpenAIServer:
             self.requests.clear()
             self.headers.clear()
             self.script.clear()
+            self.max_in_flight = 0
 
     def close(self) -> None:
         self._server.shutdown()

@@ -39,7 +39,7 @@ def test_exact_substring_is_found_at_exact_offsets(doc, data):
 def test_normalised_match_maps_back_to_a_raw_slice_with_the_same_normal_form(doc, data):
     i = data.draw(st.integers(0, len(doc) - 1))
     j = data.draw(st.integers(i + 1, len(doc)))
-    if j < len(doc) and unicodedata.combining(doc[j]):
+    if (j < len(doc) and unicodedata.combining(doc[j])) or unicodedata.combining(doc[i]):
         return  # a quote that cuts a letter from its accent is not a quote of this text
     # What an LLM does to a quote: NFC/NFKC, straight quotes, collapsed whitespace, case.
     mangled = " ".join(unicodedata.normalize("NFKC", doc[i:j]).replace("’", "'").split()).upper()

@@ -135,7 +135,7 @@ class OpenAIOptions:
     is part of every judge-cache key; the rest is transport and budget."""
 
     temperature: float = 0.0
-    seed: int = 0
+    seed: int = 0  # < 0: not sent (for servers that reject it)
     max_completion_tokens: int = 2048  # per call (sent as `max_tokens`; a cut reply is `truncated`)
     max_passages_per_call: int = 8
     # transport / budget (not in judge-cache keys)
@@ -150,7 +150,8 @@ class OpenAIOptions:
     max_tokens: int = 0  # budget: prompt + completion tokens per run, 0 = no limit
     cache: bool = True
 
-    ANSWER_KEYS = ("temperature", "seed", "max_completion_tokens", "max_passages_per_call")
+    # max_passages_per_call changes the messages themselves, which the key already hashes.
+    ANSWER_KEYS = ("temperature", "seed", "max_completion_tokens")
 
     @classmethod
     def from_spec(cls, spec: JudgeSpec) -> OpenAIOptions:
@@ -160,16 +161,16 @@ class OpenAIOptions:
             if f.name in given:
                 default = getattr(cls, f.name)
                 raw = given[f.name]
-                values[f.name] = (raw.lower() in ("1", "true", "yes")) if isinstance(default, bool) else type(default)(raw)
+                if isinstance(default, bool):
+                    values[f.name] = raw.strip().lower() in ("1", "true", "yes", "on")
+                elif isinstance(default, int):
+                    values[f.name] = int(float(raw))
+                else:
+                    values[f.name] = type(default)(raw)
         return cls(**values)
 
     def answer_parts(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.ANSWER_KEYS}
-
-
-# Settings that are not judge options (they live in the spec proper, or in the report).
-_NOT_OPTIONS = {"kind", "model", "base_url", "support_threshold", "partial_threshold",
-                "price_per_1k_prompt", "price_per_1k_completion"}
 
 
 def openai_spec(params: Any) -> JudgeSpec:
@@ -495,7 +496,8 @@ class OpenAIJudge:
         try:
             raw = self._client.chat.completions.with_raw_response.parse(
                 model=self.spec.model, messages=messages, response_format=schema,
-                temperature=opts.temperature, seed=opts.seed, max_tokens=opts.max_completion_tokens)
+                temperature=opts.temperature, max_tokens=opts.max_completion_tokens,
+                **({"seed": opts.seed} if opts.seed >= 0 else {}))
         except oa.RateLimitError as e:
             raise _Retry("HTTP 429 rate limited", _retry_after(e.response.headers)) from None
         except oa.APITimeoutError:

@@ -1,0 +1,76 @@
+"""Bootstrap confidence intervals for label rates, resampling *questions*.
+
+The claims of one answer are not independent (one bad retrieval fails them together), so
+the unit of resampling is the question: each resample draws the questions with
+replacement and recomputes every rate over the judged claims it holds. Pure, seeded and
+deterministic: the same diagnoses give the same intervals on every machine.
+
+    rate_intervals(diagnoses) -> {label: {"low": float | None, "high": float | None}}
+
+`unjudged` gets no interval (it has no rate: DESIGN §2). An interval is None when no
+resample holds a judged claim (an empty run).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from ragspan.tasks.schemas import LABELS
+
+JUDGED_LABELS: tuple[str, ...] = tuple(label for label in LABELS if label != "unjudged")
+RESAMPLES = 2000
+SEED = 0
+LEVEL = 0.95
+
+
+def question_weights(n_questions: int, resamples: int = RESAMPLES, seed: int = SEED) -> np.ndarray:
+    """(resamples × questions) multiplicities; each row one resample with replacement."""
+    rng = np.random.default_rng(seed)
+    if n_questions == 0:
+        return np.zeros((resamples, 0))
+    p = np.full(n_questions, 1.0 / n_questions)
+    return rng.multinomial(n_questions, p, size=resamples).astype(float)
+
+
+def counts_by_question(diagnoses: pd.DataFrame, labels: Sequence[str] = JUDGED_LABELS) -> np.ndarray:
+    """(questions × labels) claim counts, questions sorted by id."""
+    if diagnoses.empty:
+        return np.zeros((0, len(labels)))
+    table = pd.crosstab(diagnoses["question_id"], diagnoses["label"])
+    questions = sorted(set(diagnoses["question_id"]))
+    return table.reindex(index=questions, columns=list(labels), fill_value=0).to_numpy(float)
+
+
+def percentile_interval(samples: np.ndarray, level: float = LEVEL) -> tuple[float | None, float | None]:
+    """The central `level` percentile interval of the non-NaN samples (None if none)."""
+    samples = samples[~np.isnan(samples)]
+    if not len(samples):
+        return None, None
+    alpha = (1 - level) / 2
+    low, high = np.quantile(samples, [alpha, 1 - alpha])
+    return round(float(low), 4), round(float(high), 4)
+
+
+def rate_intervals(diagnoses: pd.DataFrame, resamples: int = RESAMPLES, seed: int = SEED,
+                   level: float = LEVEL) -> dict[str, dict[str, float | None]]:
+    """Per judged label, the bootstrap percentile interval of its rate over judged claims."""
+    counts = counts_by_question(diagnoses)
+    weights = question_weights(len(counts), resamples, seed)
+    totals = weights @ counts  # (resamples × labels)
+    judged = totals.sum(axis=1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rates = np.where(judged > 0, totals / np.where(judged > 0, judged, 1), np.nan)
+    out = {}
+    for j, label in enumerate(JUDGED_LABELS):
+        low, high = percentile_interval(rates[:, j], level) if len(counts) else (None, None)
+        out[label] = {"low": low, "high": high}
+    return out
+
+
+def bootstrap_spec(resamples: int = RESAMPLES, seed: int = SEED, level: float = LEVEL) -> dict:
+    """How the intervals were computed, stamped next to them in metrics.json."""
+    return {"unit": "question", "resamples": resamples, "seed": seed, "level": level,
+            "method": "percentile", "rates_over": "judged claims (unjudged excluded)"}
