@@ -1,4 +1,5 @@
-"""The `ragspan` command line. Exit codes: 0 ok, 1 failure, 2 bad input or usage."""
+"""The `ragspan` command line. Exit codes: 0 ok, 1 failure, 2 bad input or usage,
+3 the output directory is being written by another run."""
 
 from __future__ import annotations
 
@@ -129,12 +130,16 @@ def main(argv: list[str] | None = None) -> int:
             logging.getLogger(name).setLevel(logging.CRITICAL)
     from ragspan.tasks.config import ConfigError
     from ragspan.tasks.load import InputError
+    from ragspan.tasks.outputs import OutputBusy
 
     try:
         return args.func(args)
     except (InputError, ConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except OutputBusy as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 3
     except KeyboardInterrupt:
         return 130
 

@@ -23,8 +23,14 @@ from pathlib import Path
 
 import pandas as pd
 import yaml
-
-from ragspan.tasks.compare import QuestionsDiffer, Side, as_markdown, as_text, claim_groups, compare_runs
+from ragspan.tasks.compare import (
+    QuestionsDiffer,
+    Side,
+    as_markdown,
+    as_text,
+    claim_groups,
+    compare_runs,
+)
 
 
 class SideError(ValueError):
@@ -33,7 +39,7 @@ class SideError(ValueError):
 
 def _git(repo: Path, *args: str) -> str | None:
     try:
-        out = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, timeout=30)
+        out = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=False, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() if out.returncode == 0 else None
@@ -63,7 +69,7 @@ def _load_groups(data_dir: Path, run: str, diagnoses: pd.DataFrame, manifest: di
     try:
         ws = load_workspace(data_dir, run, chunking.get("size", 800), chunking.get("overlap", 100),
                             pipeline.get("default_context_k", 3))
-    except Exception as exc:  # any InputError or missing file: the breakdown is optional
+    except Exception as exc:  # noqa: BLE001 - any input problem: the breakdown is optional
         return None, f"per-metadata deltas skipped: cannot load {data_dir}: {exc}"
     if want and ws.input_files != want:
         changed = sorted(k for k in set(want) | set(ws.input_files) if want.get(k) != ws.input_files.get(k))
@@ -99,13 +105,13 @@ def side_from_rev(repo: Path, name: str, sha: str, kind: str, run: str | None) -
 
     try:
         fs = DVCFileSystem(str(repo), rev=sha)
-    except Exception as exc:
+    except Exception as exc:  # DVC raises many kinds; reported, not swallowed
         raise SideError(f"{name}: cannot open the DVC repository at {repo}: {exc}") from exc
     if run is None:
         try:
             params = yaml.safe_load(fs.read_text("params.yaml")) or {}
             run = ((params.get("data") or {}).get("runs") or [None])[0]
-        except Exception:
+        except (FileNotFoundError, yaml.YAMLError, AttributeError):
             run = None
         if run is None:
             raise SideError(f"{name}: no --run given and params.yaml at {sha[:7]} lists no data.runs")
@@ -116,7 +122,7 @@ def side_from_rev(repo: Path, name: str, sha: str, kind: str, run: str | None) -
         raise SideError(f"{name} ({kind} {sha[:7]}): no {base}/metrics.json at that revision") from None
     try:
         diagnoses = pd.read_parquet(io.BytesIO(fs.read_bytes(f"{base}/diagnoses.parquet")))
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - missing from the DVC cache, unreadable, …
         raise SideError(f"{name} ({kind} {sha[:7]}): cannot read {base}/diagnoses.parquet from the "
                         f"DVC cache ({type(exc).__name__}: {exc}); run `dvc pull` or `dvc exp pull` "
                         "first") from None
@@ -128,7 +134,7 @@ def side_from_rev(repo: Path, name: str, sha: str, kind: str, run: str | None) -
             local = Path(tmp) / "data"
             try:
                 fs.get(data_dir.rstrip("/"), str(local), recursive=True)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - optional breakdown; the reason is shown
                 note = f"per-metadata deltas skipped: cannot read {data_dir} at {sha[:7]}: {exc}"
             else:
                 groups, note = _load_groups(local, run, diagnoses, manifest)

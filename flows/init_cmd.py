@@ -27,7 +27,6 @@ import sys
 from pathlib import Path
 
 import yaml
-
 from ragspan.tasks.config import Settings
 
 # The plot templates of ragspan's own repository (.dvc/plots/); a test keeps them equal.
@@ -131,7 +130,7 @@ def _dvc() -> list[str]:
 
 def _run(cmd: list[str], cwd: Path, what: str) -> str:
     try:
-        out = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=600)
+        out = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False, timeout=600)
     except OSError as exc:
         raise InitError(f"{what}: cannot run {cmd[0]}: {exc}") from exc
     if out.returncode != 0:
@@ -141,7 +140,7 @@ def _run(cmd: list[str], cwd: Path, what: str) -> str:
 
 def _git_ok(cwd: Path, *args: str) -> str | None:
     try:
-        out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=30)
+        out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False, timeout=30)
     except OSError:
         return None
     return out.stdout.strip() if out.returncode == 0 else None

@@ -7,11 +7,14 @@ most a `.tmp-*` directory that the next run removes.
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Callable
+from contextlib import contextmanager
+from typing import Callable, Iterator
 
 
 def write_atomic_dir(out_dir: Path, writers: dict[str, Callable[[Path], None]]) -> Path:
@@ -42,3 +45,38 @@ def write_text_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
+
+
+class OutputBusy(RuntimeError):
+    """Another ragspan process is writing the same results directory."""
+
+
+@contextmanager
+def output_lock(out_dir: Path) -> Iterator[None]:
+    """Hold an exclusive lock on `out_dir` for a whole run; refuse (don't wait) if taken.
+
+    The lock file lives in the state dir (keyed by the absolute path), not next to the
+    outputs, so results directories stay clean. flock is released by the kernel if the
+    process dies, so a killed run never leaves a stale lock."""
+    from ragspan.tasks.config import state_dir
+
+    target = str(Path(out_dir).resolve())
+    locks = state_dir() / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    path = locks / (hashlib.sha256(target.encode()).hexdigest()[:24] + ".lock")
+    fh = open(path, "a+", encoding="utf-8")
+    try:
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            holder = fh.read().strip() or "another process"
+            raise OutputBusy(f"{target}: another ragspan evaluate is writing here ({holder}); "
+                             "wait for it or choose another --out") from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"pid {os.getpid()}")
+        fh.flush()
+        yield
+    finally:
+        fh.close()

@@ -8,10 +8,14 @@ re-judges one shard, not the run.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from ragspan.tasks import schemas
+
+if TYPE_CHECKING:
+    from ragspan.tasks.load import Workspace
 
 
 @dataclass(frozen=True)
@@ -21,9 +25,9 @@ class Shard:
     passages: pd.DataFrame  # schemas.Passages: retrieved chunks + reference answers
 
 
-def passages_for(retrieved: pd.DataFrame, chunks: pd.DataFrame, corpus: pd.DataFrame,
-                 questions: pd.DataFrame) -> pd.DataFrame:
+def passages_for(ws: "Workspace") -> pd.DataFrame:
     """Every retrieved chunk with its text, plus each question's reference answer."""
+    retrieved, corpus, questions = ws.retrieved, ws.corpus, ws.questions
     texts = dict(zip(corpus["doc_id"], corpus["text"]))
     r = retrieved.copy()
     r["passage_text"] = [texts[d][s:e] for d, s, e in zip(r["doc_id"], r["char_start"], r["char_end"])]

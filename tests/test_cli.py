@@ -123,3 +123,17 @@ def test_the_installed_command_evaluates_the_sample(tmp_path):
     for label in ("correct", "rank_failure", "retrieval_miss", "synthesis_error", "hallucination", "unjudged"):
         assert label in proc.stdout
     assert (tmp_path / "out" / "report.html").exists()
+
+
+@pytest.mark.usefixtures("prefect_server", "state_dir")
+def test_concurrent_evaluate_on_the_same_output_is_refused(tmp_path, capsys):
+    from ragspan.tasks.outputs import output_lock
+
+    out = tmp_path / "results" / "baseline"
+    with output_lock(out):  # as a running evaluate holds it
+        code = main(["evaluate", "--data", str(SAMPLE), "--run", "baseline", "--out", str(out), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 3 and "another ragspan evaluate is writing here" in err
+    assert not out.exists()
+    assert main(["evaluate", "--data", str(SAMPLE), "--run", "baseline", "--out", str(out), "--quiet"]) == 0
+    assert (out / "diagnoses.parquet").exists()
