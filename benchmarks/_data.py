@@ -93,7 +93,11 @@ def answer_kind(text: str) -> str | None:
     words = t.split()
     if t.lower() in STOPWORDS or words[0].lower() in STOPWORDS:
         return None  # "What", "The ..." are not names
-    if t[0].isupper() and len(words) <= 4 and all(w[0].isupper() or w.lower() in {"of", "the", "de", "and"} for w in words):
+    if (
+        t[0].isupper()
+        and len(words) <= 4
+        and all(w[0].isupper() or w.lower() in {"of", "the", "de", "and"} for w in words)
+    ):
         return "entity"
     return None
 
@@ -106,12 +110,13 @@ def _sentence_around(text: str, start: int, end: int) -> tuple[int, int]:
 
 
 def load_xquad() -> tuple[list[Doc], list[Item]]:
-    d = json.load(open(XQUAD, encoding="utf-8"))
+    with open(XQUAD, encoding="utf-8") as f:
+        d = json.load(f)
     docs, items = [], []
     for art in d["data"]:
         for i, p in enumerate(art["paragraphs"]):
             ctx = p["context"]
-            doc = Doc(f'{art["title"]}#{i}', ctx, art["title"], "xquad", sentence_chunks(ctx))
+            doc = Doc(f"{art['title']}#{i}", ctx, art["title"], "xquad", sentence_chunks(ctx))
             docs.append(doc)
             for qa in p["qas"]:
                 a = qa["answers"][0]
@@ -123,8 +128,20 @@ def load_xquad() -> tuple[list[Doc], list[Item]]:
                 kind = answer_kind(a["text"])
                 # The swappable stretch is the answer without a trailing full stop.
                 se = ge - (1 if a["text"].endswith(".") else 0)
-                items.append(Item(qa["id"], "xquad", qa["question"], doc.doc_id, art["title"], sent,
-                                  (gs, ge), (gs, se) if kind else None, kind, ctx[gs:se] if kind else None))
+                items.append(
+                    Item(
+                        qa["id"],
+                        "xquad",
+                        qa["question"],
+                        doc.doc_id,
+                        art["title"],
+                        sent,
+                        (gs, ge),
+                        (gs, se) if kind else None,
+                        kind,
+                        ctx[gs:se] if kind else None,
+                    )
+                )
     return docs, items
 
 
@@ -137,11 +154,11 @@ def load_clapnq() -> tuple[list[Doc], list[Item]]:
     unanswerable records → distractor documents only."""
     docs, items = [], []
     for name in ("clapnq_dev_answerable.jsonl", "clapnq_dev_unanswerable.jsonl"):
-        for line in open(CLAPNQ / name, encoding="utf-8"):
+        for line in (CLAPNQ / name).read_text(encoding="utf-8").splitlines():
             r = json.loads(line)
             p = r["passages"][0]
             text = p["text"]
-            doc = Doc(f'clapnq:{r["id"]}', text, p["title"], "clapnq", sentence_chunks(text))
+            doc = Doc(f"clapnq:{r['id']}", text, p["title"], "clapnq", sentence_chunks(text))
             docs.append(doc)
             if "unanswerable" in name:
                 continue
@@ -160,8 +177,20 @@ def load_clapnq() -> tuple[list[Doc], list[Item]]:
                 kind = answer_kind(m.group(0))
                 if kind:
                     swap = (start + m.start(), start + m.end())
-            items.append(Item(r["id"], "clapnq", r["input"], doc.doc_id, p["title"], sent, sent,
-                              swap, kind, text[swap[0]:swap[1]] if swap else None))
+            items.append(
+                Item(
+                    r["id"],
+                    "clapnq",
+                    r["input"],
+                    doc.doc_id,
+                    p["title"],
+                    sent,
+                    sent,
+                    swap,
+                    kind,
+                    text[swap[0] : swap[1]] if swap else None,
+                )
+            )
     return docs, items
 
 
@@ -169,13 +198,24 @@ def load_clapnq_abstractive() -> list[dict]:
     """ClapNQ answerable records with their human-written (abstractive) answer and the
     offsets of its selected evidence sentences: a paraphrase probe, all claims gold-supported."""
     out = []
-    for line in open(CLAPNQ / "clapnq_dev_answerable.jsonl", encoding="utf-8"):
+    for line in (CLAPNQ / "clapnq_dev_answerable.jsonl").read_text(encoding="utf-8").splitlines():
         r = json.loads(line)
         text = r["passages"][0]["text"]
         o = next((o for o in r["output"] if o["answer"].strip()), None)
         if o is None:
             continue
-        gold = [(text.find(s), text.find(s) + len(s)) for s in o["selected_sentences"] if text.find(s) >= 0]
-        out.append({"qid": r["id"], "question": r["input"], "doc_id": f'clapnq:{r["id"]}',
-                    "answer": o["answer"].strip(), "gold": gold})
+        gold = [
+            (text.find(s), text.find(s) + len(s))
+            for s in o["selected_sentences"]
+            if text.find(s) >= 0
+        ]
+        out.append(
+            {
+                "qid": r["id"],
+                "question": r["input"],
+                "doc_id": f"clapnq:{r['id']}",
+                "answer": o["answer"].strip(),
+                "gold": gold,
+            }
+        )
     return out

@@ -55,10 +55,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import bm25s  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from _data import REPO, Doc, Item, load_clapnq, load_clapnq_abstractive, load_xquad  # noqa: E402
+import bm25s
+import pandas as pd
+from _data import REPO, Doc, Item, load_clapnq, load_clapnq_abstractive, load_xquad
 
 LABELS = ["correct", "rank_failure", "retrieval_miss", "synthesis_error", "hallucination"]
 SUPPORTED = {"correct", "rank_failure", "retrieval_miss"}
@@ -80,7 +79,9 @@ def words(text: str) -> set[str]:
     return {w.lower() for w in _WORD.findall(text)}
 
 
-def pick_replacement(item: Item, doc: Doc, pool: dict[str, list[Item]], rng: random.Random) -> str | None:
+def pick_replacement(
+    item: Item, doc: Doc, pool: dict[str, list[Item]], rng: random.Random
+) -> str | None:
     """Another item's answer of the same kind, from another article, none of whose
     words occurs in the gold document (so the swapped claim is false by construction)."""
     cands = pool.get(fine_kind(item) or "", [])
@@ -105,7 +106,9 @@ def _detok(text: str) -> str:
     return re.sub(r" (['’]s)\b", r"\1", text)
 
 
-def claim_text(item: Item, doc: Doc, rephrase: bool, replacement: str | None) -> tuple[str, str | None]:
+def claim_text(
+    item: Item, doc: Doc, rephrase: bool, replacement: str | None
+) -> tuple[str, str | None]:
     """The answer sentence (verbatim or lightly rephrased), with the swappable stretch
     replaced when `replacement` is given. Returns (claim, the swapped-in text)."""
     s, e = item.sent
@@ -117,7 +120,12 @@ def claim_text(item: Item, doc: Doc, rephrase: bool, replacement: str | None) ->
             if b <= protect[0] or a >= protect[1]:
                 keep_out.append((a, b))
         m = re.match(r"[^,]{3,60}, ", doc.text[s:e])
-        if m and s + m.end() <= protect[0] and len(m.group(0).split()) <= 8 and e - (s + m.end()) > 40:
+        if (
+            m
+            and s + m.end() <= protect[0]
+            and len(m.group(0).split()) <= 8
+            and e - (s + m.end()) > 40
+        ):
             keep_out.append((s, s + m.end()))
     pieces, pos = [], s
     for a, b in sorted(keep_out):
@@ -129,7 +137,7 @@ def claim_text(item: Item, doc: Doc, rephrase: bool, replacement: str | None) ->
     out = []
     for a, b in pieces:
         if replacement is not None and item.swap and a <= item.swap[0] and item.swap[1] <= b:
-            out.append(doc.text[a:item.swap[0]] + replacement + doc.text[item.swap[1]:b])
+            out.append(doc.text[a : item.swap[0]] + replacement + doc.text[item.swap[1] : b])
         else:
             out.append(doc.text[a:b])
     text = re.sub(r"\s+", " ", "".join(out)).strip()
@@ -155,7 +163,9 @@ def build_cases(docs: list[Doc], items: list[Item], seed: int) -> list[dict]:
             chunk_docs.append(d)
             chunk_texts.append(d.text[a:b])
     retriever = bm25s.BM25()
-    retriever.index(bm25s.tokenize(chunk_texts, stopwords="en", show_progress=False), show_progress=False)
+    retriever.index(
+        bm25s.tokenize(chunk_texts, stopwords="en", show_progress=False), show_progress=False
+    )
     q_tokens = bm25s.tokenize([it.question for it in items], stopwords="en", show_progress=False)
     hits, _ = retriever.retrieve(q_tokens, k=40, show_progress=False, n_threads=1)
 
@@ -174,27 +184,43 @@ def build_cases(docs: list[Doc], items: list[Item], seed: int) -> list[dict]:
         swapped = label in UNSWAPPED
         rephrase = rng.random() < 0.5
         claim, swapped_in = claim_text(it, doc, rephrase, replacement if swapped else None)
-        if label == "hallucination":
-            far = lambda c: chunk_docs[c].title != it.title and chunk_docs[c].doc_id != doc.doc_id  # noqa: E731
+        if label == "hallucination":  # nothing from the gold article / passage
+            banned = {
+                i for i, d in enumerate(chunk_docs) if d.title == it.title or d.doc_id == doc.doc_id
+            }
         else:
-            far = lambda c: chunk_ids[c] != gold_chunk  # noqa: E731
-        distractors = [chunk_ids[c] for c in hits[n] if far(int(c))]
+            banned = {chunk_ids.index(gold_chunk)}
+        distractors = [chunk_ids[int(c)] for c in hits[n] if int(c) not in banned]
         if len(distractors) < N_RETRIEVED:
-            extra = [c for c in rng.sample(range(len(chunk_ids)), 200) if far(c)]
+            extra = [c for c in rng.sample(range(len(chunk_ids)), 200) if c not in banned]
             distractors += [chunk_ids[c] for c in extra if chunk_ids[c] not in distractors]
-        retrieved = distractors[: N_RETRIEVED - (1 if label in ("correct", "rank_failure", "synthesis_error") else 0)]
+        retrieved = distractors[
+            : N_RETRIEVED - (1 if label in ("correct", "rank_failure", "synthesis_error") else 0)
+        ]
         if label in ("correct", "synthesis_error"):
             retrieved.insert(rng.randrange(CONTEXT_K), gold_chunk)
         elif label == "rank_failure":
             retrieved.insert(rng.randrange(CONTEXT_K, N_RETRIEVED), gold_chunk)
-        cases.append({
-            "question_id": f"{it.source}:{it.qid}", "source": it.source, "question": it.question,
-            "label": label, "answer": claim, "swapped_in": swapped_in, "rephrased": rephrase,
-            "kind": fine_kind(it) if swapped else None, "doc_id": doc.doc_id,
-            "gold_start": it.gold[0], "gold_end": it.gold[1],
-            "gold_text": doc.text[it.gold[0]:it.gold[1]] if it.source == "xquad" else None, "sent_start": it.sent[0],
-            "sent_end": it.sent[1], "retrieved": retrieved, "gold_chunk": gold_chunk,
-        })
+        cases.append(
+            {
+                "question_id": f"{it.source}:{it.qid}",
+                "source": it.source,
+                "question": it.question,
+                "label": label,
+                "answer": claim,
+                "swapped_in": swapped_in,
+                "rephrased": rephrase,
+                "kind": fine_kind(it) if swapped else None,
+                "doc_id": doc.doc_id,
+                "gold_start": it.gold[0],
+                "gold_end": it.gold[1],
+                "gold_text": doc.text[it.gold[0] : it.gold[1]] if it.source == "xquad" else None,
+                "sent_start": it.sent[0],
+                "sent_end": it.sent[1],
+                "retrieved": retrieved,
+                "gold_chunk": gold_chunk,
+            }
+        )
     return cases
 
 
@@ -210,14 +236,27 @@ def abstractive_cases(docs: list[Doc], seed: int, limit: int | None) -> list[dic
     chunk_doc = [d.doc_id for d in docs for _ in d.chunks]
     chunk_texts = [d.text[a:b] for d in docs for a, b in d.chunks]
     retriever = bm25s.BM25()
-    retriever.index(bm25s.tokenize(chunk_texts, stopwords="en", show_progress=False), show_progress=False)
-    hits, _ = retriever.retrieve(bm25s.tokenize([r["question"] for r in recs], stopwords="en", show_progress=False),
-                                 k=20, show_progress=False, n_threads=1)
+    retriever.index(
+        bm25s.tokenize(chunk_texts, stopwords="en", show_progress=False), show_progress=False
+    )
+    hits, _ = retriever.retrieve(
+        bm25s.tokenize([r["question"] for r in recs], stopwords="en", show_progress=False),
+        k=20,
+        show_progress=False,
+        n_threads=1,
+    )
     out = []
     for r, row in zip(recs, hits):
         gold = by_doc[r["doc_id"]].chunk_ids()
         extra = [chunk_ids[int(c)] for c in row if chunk_doc[int(c)] != r["doc_id"]][:2]
-        out.append({**r, "question_id": f"abs:{r['qid']}", "retrieved": gold + extra, "context_k": len(gold)})
+        out.append(
+            {
+                **r,
+                "question_id": f"abs:{r['qid']}",
+                "retrieved": gold + extra,
+                "context_k": len(gold),
+            }
+        )
     return out
 
 
@@ -227,38 +266,85 @@ def score_abstractive(cases: list[dict], diag: pd.DataFrame) -> dict:
     in_gold = []
     for d in diag.to_dict("records"):
         c = by_q[d["question_id"]]
-        ok = d["doc_id"] == c["doc_id"] and pd.notna(d["char_start"]) and any(
-            iou((int(d["char_start"]), int(d["char_end"])), g) > 0 for g in c["gold"])
+        ok = (
+            d["doc_id"] == c["doc_id"]
+            and pd.notna(d["char_start"])
+            and any(iou((int(d["char_start"]), int(d["char_end"])), g) > 0 for g in c["gold"])
+        )
         in_gold.append(bool(ok))
     n = len(diag)
-    return {"claims": n, "answers": len(cases), "labels": dict(labels),
-            "correct_share": round(labels.get("correct", 0) / n, 4) if n else None,
-            "span_in_selected_sentences_share": round(sum(in_gold) / n, 4) if n else None}
+    return {
+        "claims": n,
+        "answers": len(cases),
+        "labels": dict(labels),
+        "correct_share": round(labels.get("correct", 0) / n, 4) if n else None,
+        "span_in_selected_sentences_share": round(sum(in_gold) / n, 4) if n else None,
+    }
 
 
-def write_workspace(root: Path, docs: list[Doc], cases: list[dict], abstractive: list[dict]) -> None:
+def write_workspace(
+    root: Path, docs: list[Doc], cases: list[dict], abstractive: list[dict]
+) -> None:
     (root / "runs").mkdir(parents=True)
     with open(root / "corpus.jsonl", "w", encoding="utf-8") as f:
-        for d in docs:
-            f.write(json.dumps({"doc_id": d.doc_id, "text": d.text, "title": d.title, "source": d.source}) + "\n")
+        f.writelines(
+            json.dumps({"doc_id": d.doc_id, "text": d.text, "title": d.title, "source": d.source})
+            + "\n"
+            for d in docs
+        )
     with open(root / "chunks.jsonl", "w", encoding="utf-8") as f:
         for d in docs:
-            for cid, (a, b) in zip(d.chunk_ids(), d.chunks):
-                f.write(json.dumps({"chunk_id": cid, "doc_id": d.doc_id, "char_start": a, "char_end": b}) + "\n")
-    pd.DataFrame([{"question_id": c["question_id"], "question": c["question"], "source": c["source"],
-                   "case": c["label"]} for c in cases]
-                 + [{"question_id": c["question_id"], "question": c["question"], "source": "clapnq",
-                     "case": "abstractive"} for c in abstractive]).to_csv(root / "questions.csv", index=False)
+            f.writelines(
+                json.dumps({"chunk_id": cid, "doc_id": d.doc_id, "char_start": a, "char_end": b})
+                + "\n"
+                for cid, (a, b) in zip(d.chunk_ids(), d.chunks)
+            )
+    pd.DataFrame(
+        [
+            {
+                "question_id": c["question_id"],
+                "question": c["question"],
+                "source": c["source"],
+                "case": c["label"],
+            }
+            for c in cases
+        ]
+        + [
+            {
+                "question_id": c["question_id"],
+                "question": c["question"],
+                "source": "clapnq",
+                "case": "abstractive",
+            }
+            for c in abstractive
+        ]
+    ).to_csv(root / "questions.csv", index=False)
     with open(root / "runs" / "abstractive.jsonl", "w", encoding="utf-8") as f:
-        for c in abstractive:
-            f.write(json.dumps({"question_id": c["question_id"], "answer": c["answer"], "context_k": c["context_k"],
-                                "retrieved": [{"chunk_id": cid} for cid in c["retrieved"]]}, ensure_ascii=False) + "\n")
+        f.writelines(
+            json.dumps(
+                {
+                    "question_id": c["question_id"],
+                    "answer": c["answer"],
+                    "context_k": c["context_k"],
+                    "retrieved": [{"chunk_id": cid} for cid in c["retrieved"]],
+                },
+                ensure_ascii=False,
+            )
+            + "\n"
+            for c in abstractive
+        )
     for variant in ("byo", "decomposed"):
         with open(root / "runs" / f"{variant}.jsonl", "w", encoding="utf-8") as f:
             for c in cases:
-                rec = {"question_id": c["question_id"], "answer": c["answer"], "context_k": CONTEXT_K,
-                       "retrieved": [{"chunk_id": cid, "score": round(1 - 0.05 * r, 3)}
-                                     for r, cid in enumerate(c["retrieved"])]}
+                rec = {
+                    "question_id": c["question_id"],
+                    "answer": c["answer"],
+                    "context_k": CONTEXT_K,
+                    "retrieved": [
+                        {"chunk_id": cid, "score": round(1 - 0.05 * r, 3)}
+                        for r, cid in enumerate(c["retrieved"])
+                    ],
+                }
                 if variant == "byo":
                     rec["claims"] = [c["answer"]]
                 f.write(json.dumps(rec, ensure_ascii=False) + "\n")
@@ -290,11 +376,23 @@ def score(cases: list[dict], diag: pd.DataFrame) -> dict:
     for d in diag.to_dict("records"):
         c = by_q[d["question_id"]]
         g = gold_label(c, d)
-        row = {"question_id": d["question_id"], "source": c["source"], "gold": g, "pred": d["label"],
-               "rephrased": c["rephrased"], "claim": d["claim"], "reason": d["reason"]}
+        row = {
+            "question_id": d["question_id"],
+            "source": c["source"],
+            "gold": g,
+            "pred": d["label"],
+            "rephrased": c["rephrased"],
+            "claim": d["claim"],
+            "reason": d["reason"],
+        }
         # Span figures: supported claims that state the gold fact (a decomposed piece of
         # the sentence that does not hold the XQuAD answer has no gold span to hit).
-        holds = c["gold_text"] is None or c["gold_text"].rstrip(".") in d["claim"] or not c["rephrased"] and d["claim"] == c["answer"]
+        holds = (
+            c["gold_text"] is None
+            or c["gold_text"].rstrip(".") in d["claim"]
+            or not c["rephrased"]
+            and d["claim"] == c["answer"]
+        )
         if g in SUPPORTED and holds:
             same = d["doc_id"] == c["doc_id"] and pd.notna(d["char_start"])
             found = (int(d["char_start"]), int(d["char_end"])) if same else None
@@ -304,8 +402,11 @@ def score(cases: list[dict], diag: pd.DataFrame) -> dict:
             row["covers_gold"] = bool(found and found[0] <= gold[0] and gold[1] <= found[1])
         rows.append(row)
     df = pd.DataFrame(rows)
-    return {"overall": metrics(df), **{f"source={s}": metrics(g) for s, g in df.groupby("source")},
-            "_rows": df}
+    return {
+        "overall": metrics(df),
+        **{f"source={s}": metrics(g) for s, g in df.groupby("source")},
+        "_rows": df,
+    }
 
 
 def metrics(df: pd.DataFrame) -> dict:
@@ -317,19 +418,25 @@ def metrics(df: pd.DataFrame) -> dict:
         p_den, r_den = int(conf[lab].sum()), int(conf.loc[lab].sum())
         p = tp / p_den if p_den else 0.0
         r = tp / r_den if r_den else 0.0
-        per[lab] = {"precision": round(p, 4), "recall": round(r, 4),
-                    "f1": round(2 * p * r / (p + r), 4) if p + r else 0.0, "support": r_den}
+        per[lab] = {
+            "precision": round(p, 4),
+            "recall": round(r, 4),
+            "f1": round(2 * p * r / (p + r), 4) if p + r else 0.0,
+            "support": r_den,
+        }
     sup = df[df["gold"].isin(SUPPORTED) & df["iou"].notna()] if "iou" in df else df.iloc[0:0]
     ious = sup["iou"].tolist()
     return {
-        "claims": int(len(df)),
+        "claims": len(df),
         "accuracy": round(float((df["gold"] == df["pred"]).mean()), 4) if len(df) else 0.0,
         "macro_f1": round(statistics.mean(v["f1"] for v in per.values()), 4),
         "per_label": per,
         "confusion": {g: {p: int(conf.loc[g, p]) for p in preds} for g in LABELS},
         "span": {
             "supported_claims": len(ious),
-            "gold_span_found_share": round(sum(x > 0 for x in ious) / len(ious), 4) if ious else None,
+            "gold_span_found_share": round(sum(x > 0 for x in ious) / len(ious), 4)
+            if ious
+            else None,
             "gold_span_covered_share": round(float(sup["covers_gold"].mean()), 4) if ious else None,
             "iou_mean": round(statistics.mean(ious), 4) if ious else None,
             "iou_median": round(statistics.median(ious), 4) if ious else None,
@@ -339,23 +446,33 @@ def metrics(df: pd.DataFrame) -> dict:
 
 
 def print_report(name: str, m: dict, seconds: float) -> None:
-    print(f"\n== {name}: {m['claims']} claims, accuracy {m['accuracy']:.3f}, macro-F1 {m['macro_f1']:.3f}, "
-          f"pipeline {seconds:.1f}s")
+    print(
+        f"\n== {name}: {m['claims']} claims, accuracy {m['accuracy']:.3f}, macro-F1 {m['macro_f1']:.3f}, "
+        f"pipeline {seconds:.1f}s"
+    )
     print(f"{'label':<16}{'P':>7}{'R':>7}{'F1':>7}{'n':>6}")
     for lab, v in m["per_label"].items():
         print(f"{lab:<16}{v['precision']:>7.3f}{v['recall']:>7.3f}{v['f1']:>7.3f}{v['support']:>6}")
     preds = LABELS + ["unjudged"]
-    short = {"correct": "corr", "rank_failure": "rank", "retrieval_miss": "miss", "synthesis_error": "synth",
-             "hallucination": "hall", "unjudged": "unj"}
+    short = {
+        "correct": "corr",
+        "rank_failure": "rank",
+        "retrieval_miss": "miss",
+        "synthesis_error": "synth",
+        "hallucination": "hall",
+        "unjudged": "unj",
+    }
     print("confusion (rows gold, cols predicted)")
     print(f"{'':<16}" + "".join(f"{short[p]:>7}" for p in preds))
     for g in LABELS:
         print(f"{g:<16}" + "".join(f"{m['confusion'][g][p]:>7}" for p in preds))
     s = m["span"]
     if s["supported_claims"]:
-        print(f"spans ({s['supported_claims']} supported claims): gold span found (IoU>0) {s['gold_span_found_share']:.3f}, "
-              f"covered {s['gold_span_covered_share']:.3f}, IoU mean {s['iou_mean']:.3f} / median {s['iou_median']:.3f}, "
-              f"IoU vs gold sentence mean {s['iou_sentence_mean']:.3f}")
+        print(
+            f"spans ({s['supported_claims']} supported claims): gold span found (IoU>0) {s['gold_span_found_share']:.3f}, "
+            f"covered {s['gold_span_covered_share']:.3f}, IoU mean {s['iou_mean']:.3f} / median {s['iou_median']:.3f}, "
+            f"IoU vs gold sentence mean {s['iou_sentence_mean']:.3f}"
+        )
 
 
 def run_flow(data: Path, run: str, out: Path, judge: str | None) -> tuple[pd.DataFrame, float]:
@@ -374,8 +491,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--variants", default="byo,decomposed")
     ap.add_argument("--skip", default="", help="'abstractive' to skip the ClapNQ paraphrase probe")
     ap.add_argument("--judge", default=None, help="judge kind (default: params.yaml, i.e. local)")
-    ap.add_argument("--patch", default=None, help="a Python file run before the flow (prototype rules)")
-    ap.add_argument("--json", default=None, help="output JSON (default benchmarks/results/accuracy-<judge>.json)")
+    ap.add_argument(
+        "--patch", default=None, help="a Python file run before the flow (prototype rules)"
+    )
+    ap.add_argument(
+        "--json",
+        default=None,
+        help="output JSON (default benchmarks/results/accuracy-<judge>.json)",
+    )
     ap.add_argument("--failures", type=int, default=0, help="print this many misclassified claims")
     ap.add_argument("--keep", default=None, help="keep the workspace and outputs in this directory")
     args = ap.parse_args(argv)
@@ -400,13 +523,28 @@ def main(argv: list[str] | None = None) -> int:
         runpy.run_path(args.patch, run_name="__patch__")
     write_workspace(tmp / "data", docs, cases, abstractive)
     t_built = time.perf_counter()
-    print(f"built {len(cases)} cases over {len(docs)} documents "
-          f"({sum(len(d.chunks) for d in docs)} chunks) in {t_built - t_start:.1f}s; workspace {tmp}")
-    print("cases:", dict(Counter(c["label"] for c in cases)), "| sources:", dict(Counter(c["source"] for c in cases)))
+    print(
+        f"built {len(cases)} cases over {len(docs)} documents "
+        f"({sum(len(d.chunks) for d in docs)} chunks) in {t_built - t_start:.1f}s; workspace {tmp}"
+    )
+    print(
+        "cases:",
+        dict(Counter(c["label"] for c in cases)),
+        "| sources:",
+        dict(Counter(c["source"] for c in cases)),
+    )
 
-    result = {"seed": args.seed, "limit": args.limit, "clapnq": not args.no_clapnq, "judge": args.judge or "local",
-              "patch": args.patch, "documents": len(docs), "chunks": sum(len(d.chunks) for d in docs),
-              "cases": dict(Counter(c["label"] for c in cases)), "variants": {}}
+    result = {
+        "seed": args.seed,
+        "limit": args.limit,
+        "clapnq": not args.no_clapnq,
+        "judge": args.judge or "local",
+        "patch": args.patch,
+        "documents": len(docs),
+        "chunks": sum(len(d.chunks) for d in docs),
+        "cases": dict(Counter(c["label"] for c in cases)),
+        "variants": {},
+    }
     for variant in [v for v in args.variants.split(",") if v]:
         diag, secs = run_flow(tmp / "data", variant, tmp / "out" / variant, args.judge)
         scored = score(cases, diag)
@@ -418,19 +556,27 @@ def main(argv: list[str] | None = None) -> int:
             bad = rows[rows["gold"] != rows["pred"]]
             print(f"\n-- {len(bad)} misclassified ({variant}); first {args.failures}:")
             for r in bad.head(args.failures).to_dict("records"):
-                print(f"[{r['gold']} -> {r['pred']}] {r['question_id']}: {r['claim'][:160]}\n    {r['reason'][:200]}")
+                print(
+                    f"[{r['gold']} -> {r['pred']}] {r['question_id']}: {r['claim'][:160]}\n    {r['reason'][:200]}"
+                )
             rows.to_csv(tmp / f"rows-{variant}.csv", index=False)
     if abstractive and "abstractive" not in args.skip:
         diag, secs = run_flow(tmp / "data", "abstractive", tmp / "out" / "abstractive", args.judge)
         probe = score_abstractive(abstractive, diag)
         result["abstractive_probe"] = {"pipeline_seconds": round(secs, 2), **probe}
-        print(f"\n== abstractive probe (ClapNQ human answers, decomposed; all gold `correct`): {probe['claims']} claims "
-              f"from {probe['answers']} answers, pipeline {secs:.1f}s\nlabels {probe['labels']}\n"
-              f"correct share {probe['correct_share']:.3f}; evidence span inside a selected sentence "
-              f"{probe['span_in_selected_sentences_share']:.3f}")
+        print(
+            f"\n== abstractive probe (ClapNQ human answers, decomposed; all gold `correct`): {probe['claims']} claims "
+            f"from {probe['answers']} answers, pipeline {secs:.1f}s\nlabels {probe['labels']}\n"
+            f"correct share {probe['correct_share']:.3f}; evidence span inside a selected sentence "
+            f"{probe['span_in_selected_sentences_share']:.3f}"
+        )
     result["total_seconds"] = round(time.perf_counter() - t_start, 2)
     print(f"\ntotal runtime {result['total_seconds']:.1f}s")
-    out = Path(args.json) if args.json else REPO / "benchmarks" / "results" / f"accuracy-{result['judge']}.json"
+    out = (
+        Path(args.json)
+        if args.json
+        else REPO / "benchmarks" / "results" / f"accuracy-{result['judge']}.json"
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"figures written to {out}")

@@ -19,7 +19,6 @@ _STEMMER = SnowballStemmer("english")
 # Words, keeping numbers like 1,200 / 3.5 / v2.4.1 and contractions in one token.
 _WORD = re.compile(r"\w+(?:[.,'’:/-]\w+)*", re.UNICODE)
 _HAS_DIGIT = re.compile(r"\d")
-_HAS_ALPHA = re.compile(r"[^\W\d_]")
 _NEGATIONS = frozenset(
     "not no never none nobody nothing neither nor cannot can't won't don't doesn't "
     "didn't isn't aren't wasn't weren't hasn't haven't hadn't shouldn't wouldn't "
@@ -81,7 +80,9 @@ def _features(raw: str) -> tuple[str, bool, bool, bool, bool]:
     base = low.removesuffix("'s")
     num = canonical_number(raw)
     has_digit = _HAS_DIGIT.search(raw) is not None
-    is_entity = num is None and (raw[0].isupper() or (has_digit and _HAS_ALPHA.search(raw) is not None))
+    # Codes like "v2.4", "27-30%" or "4:51" must agree as names do: they are not numbers
+    # the judge can compare by value, and a swapped one is a different fact.
+    is_entity = num is None and (raw[0].isupper() or has_digit)
     return (
         num if num is not None else stem(base),
         num is not None,

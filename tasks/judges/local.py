@@ -27,11 +27,13 @@ from ragspan.tasks.text import Token, sentence_spans, tokens
 # The local judge's identity in cache keys and manifests: bump the version whenever a
 # change here can change a verdict.
 LOCAL_JUDGE_MODEL = "ragspan-lexical"
-LOCAL_JUDGE_VERSION = "local-1"
+LOCAL_JUDGE_VERSION = "local-2"
 
 # Negation words up to this many tokens before the first matched word still belong to
 # the matched stretch ("No refunds are issued ..." negates "refunds are issued").
 _NEGATION_LOOKBEHIND = 3
+# ... and up to this many after the last one ("... Now I am neither.").
+_NEGATION_LOOKAHEAD = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +47,8 @@ class _ClaimProfile:
 @dataclass(frozen=True, slots=True)
 class _Passage:
     toks: tuple[Token, ...]
-    windows: tuple[tuple[int, int], ...]  # token index ranges [i, j) of 1–2 sentence windows
+    windows: tuple[tuple[int, int], ...]  # token ranges [i, j): each sentence, then each pair
+    singles: int  # how many of `windows` are single sentences
     norms: tuple[frozenset[str], ...]  # the set of token norms of each window
 
 
@@ -76,7 +79,7 @@ def _passage(text: str) -> _Passage:
             bounds.append((i, j))
     windows = tuple(bounds) + tuple((bounds[k][0], bounds[k + 1][1]) for k in range(len(bounds) - 1))
     norms = tuple(frozenset(t.norm for t in toks[i:j]) for i, j in windows)
-    return _Passage(toks=toks, windows=windows, norms=norms)
+    return _Passage(toks=toks, windows=windows, singles=len(bounds), norms=norms)
 
 
 def _bisect(starts: list[int], pos: int) -> int:
@@ -88,11 +91,15 @@ def _bisect(starts: list[int], pos: int) -> int:
 def judge_pair(profile: _ClaimProfile, passage: str, partial_threshold: float) -> Verdict:
     """The local verdict for one claim profile against one passage."""
     p = _passage(passage)
+    coverages = [len(profile.content & norms) / len(profile.content) for norms in p.norms]
     best: tuple[tuple[bool, float, int], int] | None = None
-    for w, norms in enumerate(p.norms):
-        coverage = len(profile.content & norms) / len(profile.content)
+    for w, coverage in enumerate(coverages):
         if coverage < partial_threshold:
             continue
+        if w >= p.singles:  # a two-sentence window counts only if it adds words the claim needs:
+            k = w - p.singles  # otherwise its second sentence could only smuggle in agreement
+            if coverage <= max(coverages[k], coverages[k + 1]):
+                continue
         agrees = not _disagreements(profile, p, w)
         key = (agrees, coverage, -(p.windows[w][1] - p.windows[w][0]))
         if best is None or key > best[0]:
@@ -130,7 +137,7 @@ def _disagreements(profile: _ClaimProfile, p: _Passage, w: int) -> list[str]:
     i, j = p.windows[w]
     hit_idx = [k for k in range(i, j) if p.toks[k].norm in profile.content]
     lo = max(i, hit_idx[0] - _NEGATION_LOOKBEHIND) if hit_idx else i
-    hi = hit_idx[-1] + 1 if hit_idx else j
+    hi = min(j, hit_idx[-1] + 1 + _NEGATION_LOOKAHEAD) if hit_idx else j
     passage_negated = any(p.toks[k].is_negation for k in range(lo, hi))
     if passage_negated != profile.negated:
         problems.append("negation differs" + (" (claim negated)" if profile.negated else " (passage negated)"))
