@@ -15,7 +15,11 @@ from ragspan.flows.runtime import configure_prefect
 DEFAULT_PARAMS = Path("params.yaml")
 # Further subcommands, each module exposing `register(subparsers)` that adds its parsers
 # with `set_defaults(func=...)`; the func returns the exit code.
-_COMMAND_MODULES: tuple[str, ...] = ()
+_COMMAND_MODULES: tuple[str, ...] = (
+    "ragspan.flows.cache_cmd",
+    "ragspan.flows.init_cmd",
+    "ragspan.flows.compare",
+)
 
 
 def _params_path(given: str | None) -> str | None:

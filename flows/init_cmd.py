@@ -79,6 +79,13 @@ PLOT_TEMPLATES: dict[str, dict] = {
     },
 }
 
+# The cached DVC outs of each run: every file report.py writes into results/<run>/ except
+# metrics.json and taxonomy.csv (git-tracked metrics/plots). ragspan's own dvc.yaml lists
+# the same files; tests check both against what a real run writes.
+CACHED_OUTS = ("claims.parquet", "spans.parquet", "diagnoses.parquet", "report.html", "summary.md",
+               "taxonomy.svg", "taxonomy.png", "ranks.svg", "ranks.png", "by_metadata.svg",
+               "by_metadata.png")
+
 DVC_YAML = """\
 # Written by `ragspan init`. One stage per run in params.yaml `data.runs`, each running
 # the whole evaluate flow. The data directory is tracked by DVC (`{data}.dvc`); the
@@ -99,10 +106,7 @@ stages:
         - search
         - pipeline
       outs:
-        - results/${{item}}/claims.parquet
-        - results/${{item}}/spans.parquet
-        - results/${{item}}/diagnoses.parquet
-        - results/${{item}}/report.html
+{outs}
       metrics:
         - results/${{item}}/metrics.json:
             cache: false
@@ -243,7 +247,8 @@ def init_workspace(root: Path, data_arg: str | None = None, remote: str | None =
                           encoding="utf-8")
         done["params"] = True
     if not (root / "dvc.yaml").exists():
-        (root / "dvc.yaml").write_text(DVC_YAML.format(data=rel_data), encoding="utf-8")
+        outs = "\n".join(f"        - results/${{item}}/{name}" for name in CACHED_OUTS)
+        (root / "dvc.yaml").write_text(DVC_YAML.format(data=rel_data, outs=outs), encoding="utf-8")
         done["dvc_yaml"] = True
 
     files = [".gitignore", ".dvcignore", ".dvc/config", ".dvc/plots", "params.yaml", "dvc.yaml",

@@ -29,6 +29,10 @@ class StepLedger:
         first = step.name == FIRST_STEP and args and hasattr(args[0], "__len__")
         report.step_started(step.name, len(args[0]) if first else None)
         state = step(*args, return_state=True)
+        if state.name == "Cached" and _had_judge_errors(state.result()):
+            # A cached step whose judge calls failed (outage, spent budget) would keep its
+            # claims `unjudged` forever: run it again; its good calls come from the judge cache.
+            state = step.with_options(refresh_cache=True)(*args, return_state=True)
         self.states[step.name][state.name] += 1
         if not state.is_completed():
             raise StepFailed(f"step {step.name} ended {state.name}: {state.message}")
@@ -46,3 +50,7 @@ class StepLedger:
 
     def summary(self) -> dict[str, dict[str, int]]:
         return {name: dict(counts) for name, counts in self.states.items()}
+
+
+def _had_judge_errors(result: Any) -> bool:
+    return isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], JudgeStats) and result[1].retryable_errors > 0

@@ -11,8 +11,8 @@ StepLedger reports every step through `current()`, so the flow itself stays wiri
 without an active reporter `current()` is a no-op `Progress`.
 
 Events (the `event` field of JSON lines): `start` (answers, shards), `step` (a step of a
-shard finished: step, state, calls), `shard` (a shard finished), `judge` (live judge calls,
-when a judge reports them through `judge_calls`), `done` (claims, labels).
+shard finished: step, state, calls), `shard` (a shard finished), `done` (claims, labels).
+Live judge calls reported through `judge_calls` update the bar, and the counts of the next event.
 Progress goes to stderr, so `--json` output on stdout stays one parseable line.
 """
 
@@ -22,8 +22,9 @@ import json
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterator, TextIO
+from typing import TextIO
 
 MODES = ("auto", "bar", "plain", "jsonl", "none")
 
@@ -31,7 +32,7 @@ MODES = ("auto", "bar", "plain", "jsonl", "none")
 def _clock(seconds: float | None) -> str:
     if seconds is None:
         return "--:--"
-    seconds = int(round(seconds))
+    seconds = round(seconds)
     h, rest = divmod(seconds, 3600)
     m, s = divmod(rest, 60)
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"
@@ -155,7 +156,7 @@ class BarProgress(Progress):
         if not force and now - self._last < self.interval:
             return
         self._last = now
-        filled = int(round(self.fraction() * self.width))
+        filled = round(self.fraction() * self.width)
         line = f"evaluate {self.run} [{'█' * filled}{'░' * (self.width - filled)}] {self.status()}"
         pad = max(0, self._shown - len(line))
         self.stream.write("\r" + line + " " * pad)

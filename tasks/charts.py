@@ -188,7 +188,7 @@ def layout(chart: Chart) -> Picture:
             pic.items.append(Text(chart.width - _PAD, y + _ROW / 2 + 4, row.note, _FONT, "end", color="#444444"))
         y += _ROW
     pic.items.insert(0, Line(x0, top, x0, y, "#bbbbbb"))
-    pic.height = int(math.ceil(y + _PAD))
+    pic.height = math.ceil(y + _PAD)
     return pic
 
 
@@ -205,8 +205,8 @@ _PNG_TEXT = str.maketrans({"—": "-", "–": "-", "−": "-", "…": "...", "×
 def to_svg(chart: Chart, standalone: bool = True) -> str:
     """SVG markup; `standalone` adds the XML declaration (for a .svg file)."""
     pic = layout(chart)
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{pic.width}" height="{pic.height}" '
-           f'viewBox="0 0 {pic.width} {pic.height}" role="img" font-family="{xml_text(FONT_FAMILY)}">',
+    out = [(f'<svg xmlns="http://www.w3.org/2000/svg" width="{pic.width}" height="{pic.height}" '
+            f'viewBox="0 0 {pic.width} {pic.height}" role="img" font-family="{xml_text(FONT_FAMILY)}">'),
            f"<title>{xml_text(pic.title)}</title>",
            f'<rect x="0" y="0" width="{pic.width}" height="{pic.height}" fill="#ffffff"/>']
     for it in pic.items:
@@ -237,8 +237,11 @@ def to_png(chart: Chart, scale: int = PNG_SCALE) -> bytes:
     s = scale
     for it in pic.items:
         if isinstance(it, Rect):
-            if it.w * s >= 0.5:
-                draw.rectangle([it.x * s, it.y * s, (it.x + it.w) * s - 1, (it.y + it.h) * s - 1], fill=it.fill)
+            # A bar thinner than one pixel is not drawn (PIL rejects x1 < x0).
+            x0, y0 = it.x * s, it.y * s
+            x1, y1 = (it.x + it.w) * s - 1, (it.y + it.h) * s - 1
+            if x1 >= x0 and y1 >= y0:
+                draw.rectangle([x0, y0, x1, y1], fill=it.fill)
         elif isinstance(it, Line):
             if it.dash:
                 length = math.hypot(it.x2 - it.x1, it.y2 - it.y1)

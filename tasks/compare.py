@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-
 from ragspan.tasks.schemas import LABELS
 
 # Best first. `unjudged` is outside the order on purpose.
@@ -249,7 +248,7 @@ def _summary(side: Side) -> dict:
     m = side.manifest
     return {
         "name": side.name, "source": side.source, "run": side.metrics.get("run"),
-        "claims": int(len(side.diagnoses)),
+        "claims": len(side.diagnoses),
         "unjudged": int((side.diagnoses["label"] == "unjudged").sum()),
         "git_rev": m.get("git_rev"), "git_dirty": m.get("git_dirty"),
         "params_hash": m.get("params_hash"), "code_version": m.get("code_version"),
@@ -290,7 +289,7 @@ def compare_runs(a: Side, b: Side, force: bool = False, resamples: int = 2000, s
             "labels": list(matrix.index),
             "matrix": {f: {t: int(matrix.loc[f, t]) for t in matrix.columns} for f in matrix.index},
             "changed": transitions(matrix),
-            "matched": int(len(matched)), "unchanged": int(np.trace(matrix.to_numpy())),
+            "matched": len(matched), "unchanged": int(np.trace(matrix.to_numpy())),
             "only_in_a": only_a, "only_in_b": only_b,
         },
         "worse": worse_claims(matched)[cols].to_dict("records"),
@@ -335,8 +334,9 @@ def _grid(header: list[str], rows: list[list[str]], markdown: bool, left: int = 
         return ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|",
                 *("| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows)]
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
-    fmt = lambda cells: "  ".join(c.ljust(w) if i < left else c.rjust(w)  # noqa: E731
-                                   for i, (c, w) in enumerate(zip(cells, widths)))
+    def fmt(cells: list[str]) -> str:
+        return "  ".join(c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
     return [fmt(header), "-" * (sum(widths) + 2 * (len(widths) - 1)), *(fmt(r) for r in rows)]
 
 
@@ -358,9 +358,9 @@ def _render(result: dict, markdown: bool, limit: int) -> str:
         lines.append(f"note: {note}")
     bs = result["bootstrap"]
     lines += ["", h("Label rates (over judged claims)"), "",
-              f"Δ = B − A in percentage points; {int(bs['level'] * 100)}% bootstrap CI over "
-              f"{bs['resamples']} resamples of questions (seed {bs['seed']}); "
-              "'within noise' = the CI covers 0.", ""]
+              (f"Δ = B − A in percentage points; {int(bs['level'] * 100)}% bootstrap CI over "
+               f"{bs['resamples']} resamples of questions (seed {bs['seed']}); "
+               "'within noise' = the CI covers 0."), ""]
     rows = [[r["label"], f"{r['a_count']} ({_pct(r['a_rate'])})", f"{r['b_count']} ({_pct(r['b_rate'])})",
              _pp(r["delta"]), _ci(r), _noise(r)] for r in result["overall"]]
     lines += _grid(["label", "A", "B", "Δ", "95% CI", ""], rows, markdown)
@@ -377,8 +377,8 @@ def _render(result: dict, markdown: bool, limit: int) -> str:
             ["(no per-metadata change outside noise)"]
     t = result["transitions"]
     lines += ["", h("Transitions of matched claims"), "",
-              f"{t['matched']} claims matched ({t['unchanged']} unchanged); "
-              f"{t['only_in_a']} only in A, {t['only_in_b']} only in B.", ""]
+              (f"{t['matched']} claims matched ({t['unchanged']} unchanged); "
+               f"{t['only_in_a']} only in A, {t['only_in_b']} only in B."), ""]
     if t["changed"]:
         lines += [("- " if markdown else "  ") + f"{c['count']} {c['from']} → {c['to']}" for c in t["changed"]]
         lines.append("")

@@ -50,6 +50,23 @@ class JudgeParams(_Strict):
     partial_threshold: float = Field(0.45, ge=0, le=1)
     model: str = ""
     base_url: str = ""
+    # openai judge only (docs/judges.md); the key itself is never in params
+    api_key_env: str = ""  # "" → RAGSPAN_JUDGE_API_KEY, then OPENAI_API_KEY
+    temperature: float = Field(0.0, ge=0, le=2)
+    seed: int = 0  # < 0: not sent
+    max_completion_tokens: int = Field(2048, gt=0)
+    max_passages_per_call: int = Field(8, gt=0)
+    max_concurrency: int = Field(4, ge=1)
+    max_retries: int = Field(4, ge=0)
+    timeout_s: float = Field(60.0, gt=0)
+    backoff_base_s: float = Field(0.5, ge=0)
+    backoff_max_s: float = Field(30.0, ge=0)
+    retry_after_max_s: float = Field(120.0, ge=0)
+    max_calls: int = Field(0, ge=0)  # budget per run, 0 = no limit
+    max_tokens: int = Field(0, ge=0)  # budget: prompt+completion tokens per run, 0 = no limit
+    price_per_1k_prompt: float = Field(0.0, ge=0)
+    price_per_1k_completion: float = Field(0.0, ge=0)
+    cache: bool = True
 
 
 class SearchParams(_Strict):

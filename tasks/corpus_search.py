@@ -24,7 +24,7 @@ from prefect.cache_policies import NO_CACHE
 
 from ragspan.tasks import schemas
 from ragspan.tasks.orchestration import step_task
-from ragspan.tasks.text import tokens
+from ragspan.tasks.text import content_norms
 
 INDEX_FORMAT = "bm25s-1"
 logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs every build at DEBUG  # bump when the tokenisation or the files change
@@ -32,7 +32,7 @@ logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs every build at D
 
 def index_terms(text: str) -> list[str]:
     """The terms BM25 sees: the judge's own content-word norms (stems, numbers)."""
-    return [t.norm for t in tokens(text) if not t.is_stop]
+    return content_norms(text)
 
 
 def chunk_table_hash(chunks: pd.DataFrame, corpus: pd.DataFrame) -> str:

@@ -10,9 +10,9 @@ import pandas as pd
 
 from ragspan.tasks import schemas
 from ragspan.tasks.judges import make_judge
-from ragspan.tasks.judges.base import ClaimText, JudgeFailure, JudgeSpec, JudgeStats
+from ragspan.tasks.judges.base import ClaimText, Judge, JudgeFailure, JudgeSpec, JudgeStats
 from ragspan.tasks.orchestration import step_task
-from ragspan.tasks.validate_offsets import locate_quote
+from ragspan.tasks.text import locate_quote
 
 
 def claim_id_for(question_id: str, index: int) -> str:
@@ -28,37 +28,32 @@ def located_claims(answer: str, provided: list[str]) -> list[ClaimText]:
     return out
 
 
-def claims_for_answers(answers: pd.DataFrame, judge) -> tuple[pd.DataFrame, JudgeStats]:
+def claims_for_answers(answers: pd.DataFrame, judge: Judge) -> tuple[pd.DataFrame, JudgeStats]:
     rows: list[dict] = []
     stats = JudgeStats()
-    for rec in answers.itertuples(index=False):
-        provided = rec.claims if isinstance(rec.claims, list) else None
+    records = answers.to_dict("records")
+    to_split = [r["answer"] for r in records if not isinstance(r["claims"], list)]
+    split = iter(judge.decompose_many(to_split))  # one batch: the judge may run it concurrently
+    for rec in records:
         error = None
-        if provided is not None:
-            claims, origin = located_claims(rec.answer, provided), "provided"
+        if isinstance(rec["claims"], list):
+            claims, origin = located_claims(rec["answer"], rec["claims"]), "provided"
         else:
-            result = judge.decompose(rec.answer)
-            origin = "decomposed"
+            result, origin = next(split), "decomposed"
             if isinstance(result, JudgeFailure):
                 # Keep the whole answer as one claim so it is reported as `unjudged`.
-                stats += JudgeStats(errors=1)
-                claims, error = [ClaimText(text=rec.answer, start=0, end=len(rec.answer))], result.kind
+                stats += JudgeStats.failure(result.kind)
+                claims, error = [ClaimText(text=rec["answer"], start=0, end=len(rec["answer"]))], result.kind
             else:
                 claims = result
-        for i, c in enumerate(claims):
-            rows.append(
-                {
-                    "run": rec.run,
-                    "question_id": rec.question_id,
-                    "claim_id": claim_id_for(rec.question_id, i),
-                    "claim_index": i,
-                    "claim": c.text,
-                    "answer_start": c.start,
-                    "answer_end": c.end,
-                    "origin": origin,
-                    "decompose_error": error,
-                }
-            )
+        rows.extend(
+            {
+                "run": rec["run"], "question_id": rec["question_id"],
+                "claim_id": claim_id_for(rec["question_id"], i), "claim_index": i, "claim": c.text,
+                "answer_start": c.start, "answer_end": c.end, "origin": origin, "decompose_error": error,
+            }
+            for i, c in enumerate(claims)
+        )
     return schemas.table(rows, schemas.Claims), stats + judge.stats
 
 

@@ -39,12 +39,13 @@ def passages_per_claim(claims: pd.DataFrame, passages: pd.DataFrame) -> list[tup
 def candidates_for_claims(claims: pd.DataFrame, passages: pd.DataFrame, judge: Judge) -> tuple[pd.DataFrame, JudgeStats]:
     rows: list[dict] = []
     stats = JudgeStats()
-    for claim, mine in passages_per_claim(claims, passages):
-        verdicts = judge.judge(claim["claim"], [p["passage_text"] for p in mine])
+    work = passages_per_claim(claims, passages)
+    verdict_lists = judge.judge_many([(c["claim"], [p["passage_text"] for p in mine]) for c, mine in work])
+    for (claim, mine), verdicts in zip(work, verdict_lists, strict=True):
         for p, v in zip(mine, verdicts, strict=True):
             row = {"claim_id": claim["claim_id"], **{k: p[k] for k in _PASSAGE_COLUMNS}}
             if isinstance(v, JudgeFailure):
-                stats += JudgeStats(errors=1)
+                stats += JudgeStats.failure(v.kind)
                 row.update(verdict=None, confidence=None, quote=None, quote_start=None,
                            reason=v.detail, error=v.kind)
             else:

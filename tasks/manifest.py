@@ -32,7 +32,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import yaml
-
 from ragspan.tasks.config import OUTPUT_SCHEMA_VERSION, RAGSPAN_VERSION, Settings, code_version
 from ragspan.tasks.judges.base import JudgeSpec
 
@@ -44,7 +43,7 @@ def git_state(where: Path) -> dict[str, object]:
     """The git revision of `where` and whether its tree is dirty (None outside git)."""
     def run(*args: str) -> str | None:
         try:
-            out = subprocess.run(["git", *args], cwd=where, capture_output=True, text=True, timeout=10)
+            out = subprocess.run(["git", *args], cwd=where, capture_output=True, text=True, check=False, timeout=10)
         except (OSError, subprocess.SubprocessError):
             return None
         return out.stdout.strip() if out.returncode == 0 else None
@@ -93,7 +92,7 @@ def dir_listing(directory: Path, root: Path | None = None) -> list[dict[str, str
     for dirpath, dirnames, filenames in os.walk(directory):
         here = Path(dirpath)
 
-        def ignored(name: str, is_dir: bool) -> bool:
+        def ignored(name: str, is_dir: bool, here: Path = here) -> bool:
             if name in _ALWAYS_IGNORED:
                 return True
             if spec is None:

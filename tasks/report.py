@@ -15,7 +15,6 @@ from pathlib import Path
 import pandas as pd
 from prefect import task
 from prefect.cache_policies import NO_CACHE
-
 from ragspan.tasks.schemas import LABELS
 
 FAILURE_LABELS = ("rank_failure", "retrieval_miss", "synthesis_error", "hallucination")
@@ -154,8 +153,8 @@ def summary_markdown(metrics: dict, comparison: dict | None = None, images: tupl
     m = metrics.get("manifest") or {}
     deltas = {r.get("label"): r for r in (comparison or {}).get("overall", []) if isinstance(r, dict)}
     lines = [f"## ragspan: {_md(metrics['run'])}", "",
-             f"{metrics['claims']} claims, {metrics['judged']} judged, **{metrics['unjudged']} unjudged** "
-             f"(excluded from rates) · {metrics.get('source_conflicts', 0)} source_conflict flags  ",
+             (f"{metrics['claims']} claims, {metrics['judged']} judged, **{metrics['unjudged']} unjudged** "
+              f"(excluded from rates) · {metrics.get('source_conflicts', 0)} source_conflict flags  "),
              f"judge {_md(judge.get('judge', '?'))} ({_md(judge.get('model', '?'))}, prompt "
              f"{_md(judge.get('prompt_version', '?'))}) · data `{_code((m.get('data') or {}).get('dvc_md5') or '-')}` "
              f"· code {_md(m.get('code_version', '?'))} · git `{_code(str(m.get('git_rev') or '-')[:12])}`"
@@ -189,8 +188,8 @@ def summary_markdown(metrics: dict, comparison: dict | None = None, images: tupl
     if images:
         lines += [""] + [f"![{name}]({name})" for name in images]
     boot = metrics.get("bootstrap") or {}
-    lines += ["", f"<sub>95% CI: percentile bootstrap over {boot.get('resamples', '?')} resamples of questions "
-              f"(seed {boot.get('seed', '?')}). Every claim with its evidence: report.html</sub>", ""]
+    lines += ["", (f"<sub>95% CI: percentile bootstrap over {boot.get('resamples', '?')} resamples of "
+                   f"questions (seed {boot.get('seed', '?')}). Every claim with its evidence: report.html</sub>"), ""]
     return "\n".join(lines)
 
 
@@ -252,8 +251,12 @@ def report(out_dir: Path, ws, settings, spec, parts: list, judge_stats, task_sta
     claims = pd.concat([p[0] for p in parts], ignore_index=True) if parts else pd.DataFrame()
     judgements = pd.concat([t for p in parts for t in (p[1], p[2])], ignore_index=True) if parts else pd.DataFrame()
     diagnoses = pd.concat([p[3] for p in parts], ignore_index=True) if parts else pd.DataFrame()
-    manifest = manifest_for(ws.run, ws.data_dir, ws.input_files, settings, spec)
-    stats = {**judge_stats.model_dump(), "judge": spec.kind, "model": spec.model,
-             "prompt_version": spec.prompt_version, "task_states": task_states}
+    manifest = manifest_for(ws.run, ws.data_dir, ws.input_files, settings, spec,
+                            question_ids=ws.questions["question_id"].tolist())
+    from ragspan.tasks.judges.openai_judge import estimated_cost
+
+    stats = {**judge_stats.model_dump(), "estimated_cost": estimated_cost(judge_stats, settings.judge),
+             "judge": spec.kind, "model": spec.model, "prompt_version": spec.prompt_version,
+             "task_states": task_states}
     return write_results(out_dir, ws.run, claims, judgements, diagnoses, ws.answers, ws.retrieved,
                          ws.corpus, ws.questions, stats, manifest)

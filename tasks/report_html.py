@@ -31,11 +31,11 @@ from __future__ import annotations
 import base64
 import hashlib
 import html
+import itertools
 import json
 import math
 
 import pandas as pd
-
 from ragspan.tasks import charts, stats
 from ragspan.tasks.charts import LABEL_COLORS
 from ragspan.tasks.schemas import LABELS
@@ -138,9 +138,9 @@ def _comparison(metrics: dict, comparison: dict | None) -> str:
         return ""
     a, b = comparison.get("a") or {}, comparison.get("b") or {}
     parts = [f'<section id="compare"><h2>Compared with {_e(a.get("name", "previous run"))}</h2>',
-             f'<p>A = {_e(a.get("name"))} (run {_e(a.get("run"))}, git <code>{_e(a.get("git_rev") or "—")}'
-             f'</code>) → B = {_e(b.get("name"))} (run {_e(b.get("run"))}). Deltas are B − A, in the '
-             "headline table.</p>"]
+             (f'<p>A = {_e(a.get("name"))} (run {_e(a.get("run"))}, git <code>{_e(a.get("git_rev") or "—")}'
+              f'</code>) → B = {_e(b.get("name"))} (run {_e(b.get("run"))}). Deltas are B − A, in the '
+              "headline table.</p>")]
     if b.get("run") not in (None, metrics.get("run")):
         parts.append(f'<p class="warn">Side B of the comparison is run {_e(b.get("run"))}, not this run '
                      f'({_e(metrics.get("run"))}).</p>')
@@ -175,12 +175,12 @@ def _charts(metrics: dict, diagnoses: pd.DataFrame, retrieved: pd.DataFrame | No
     rank_rows = "".join(f'<tr><td>{_e(p.label)}</td><td class="n">{p.count}</td></tr>' for p in positions)
     parts = ['<section id="charts"><h2>Breakdown</h2>',
              f'<figure class="chart">{charts.to_svg(charts.taxonomy_chart(metrics), standalone=False)}</figure>',
-             f'<figure class="chart">{charts.to_svg(charts.rank_chart(positions), standalone=False)}'
-             '<figcaption>Rank of the deciding supporting evidence minus the question\'s context cutoff '
-             "(its last in-context rank). Above the line the model had the evidence; below it the "
-             "retriever found it but ranked it out of the context (rank_failure), or only the corpus-wide "
-             "search found it (retrieval_miss).</figcaption>"
-             f'<details><summary>table</summary><table class="grid">{rank_rows}</table></details></figure>',
+             (f'<figure class="chart">{charts.to_svg(charts.rank_chart(positions), standalone=False)}'
+              '<figcaption>Rank of the deciding supporting evidence minus the question\'s context cutoff '
+              "(its last in-context rank). Above the line the model had the evidence; below it the "
+              "retriever found it but ranked it out of the context (rank_failure), or only the corpus-wide "
+              "search found it (retrieval_miss).</figcaption>"
+              f'<details><summary>table</summary><table class="grid">{rank_rows}</table></details></figure>'),
              "<h3>Where the failures concentrate</h3>"]
     by = metrics.get("by_metadata") or {}
     if not by:
@@ -224,8 +224,8 @@ def _fixes(metrics: dict) -> str:
     from ragspan.tasks.report import FIX_FOR
 
     share = metrics.get("failure_share") or {}
-    rows = ["<tr><th></th><th>stage</th><th>label</th><th>claims</th><th>share of failures</th>"
-            "<th>concentrated in</th><th>what it means</th></tr>"]
+    rows = [("<tr><th></th><th>stage</th><th>label</th><th>claims</th><th>share of failures</th>"
+             "<th>concentrated in</th><th>what it means</th></tr>")]
     for i, label in enumerate(fix_order(metrics), 1):
         c = concentration(metrics, label)
         where = "spread across groups" if c is None else (
@@ -255,7 +255,7 @@ def _answer_html(answer: str, claims: list[dict], ids: dict[str, str]) -> str:
             located.append((s, e, d))
     cuts = sorted({0, len(answer), *(x for s, e, _ in located for x in (s, e))})
     out = []
-    for lo, hi in zip(cuts, cuts[1:]):
+    for lo, hi in itertools.pairwise(cuts):
         covering = [d for s, e, d in located if s <= lo and hi <= e]
         piece = _e(answer[lo:hi])
         if not covering:
@@ -498,8 +498,8 @@ def render_report(metrics: dict, diagnoses: pd.DataFrame, answers: pd.DataFrame,
         _charts(metrics, diagnoses, retrieved),
         _fixes(metrics),
         _claims_section(metrics, diagnoses, answers, corpus, spans, questions, retrieved),
-        f'<section id="manifest"><h2>Manifest</h2><details><summary>everything that produced these results'
-        f"</summary><pre>{manifest}</pre></details></section>",
+        (f'<section id="manifest"><h2>Manifest</h2><details><summary>everything that produced these results'
+         f"</summary><pre>{manifest}</pre></details></section>"),
     ])
     nav = "".join(f'<a href="#{a}">{t}</a>' for a, t in (("summary", "Headline"), ("charts", "Breakdown"),
                                                           ("fix", "What to fix"), ("claims", "Claims"),

@@ -17,7 +17,6 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
-
 from ragspan.tasks.schemas import LABELS
 
 JUDGED_LABELS: tuple[str, ...] = tuple(label for label in LABELS if label != "unjudged")

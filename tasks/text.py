@@ -92,6 +92,19 @@ def _features(raw: str) -> tuple[str, bool, bool, bool, bool]:
     )
 
 
+def content_norms(text: str) -> list[str]:
+    """Norms of the non-stopword tokens of `text`, in order — `tokens()` without offsets,
+    for indexing (about 3x faster: no match or Token objects)."""
+    out: list[str] = []
+    for raw in _WORD.findall(text):
+        raw = raw.rstrip(".,:/-'’")
+        if raw:
+            f = _features(raw)
+            if not f[4]:
+                out.append(f[0])
+    return out
+
+
 def tokens(text: str) -> list[Token]:
     """Word tokens of `text` with raw offsets and the features the local judge checks."""
     out: list[Token] = []
@@ -193,3 +206,31 @@ def normalize_with_map(text: str) -> tuple[str, list[int], list[int]]:
 
 def normalize(text: str) -> str:
     return normalize_with_map(text)[0]
+
+
+def locate_quote(passage: str, quote: str, hint: int | None) -> tuple[int, int, str] | None:
+    """(start, end, match) of `quote` in `passage`, raw offsets; None when absent."""
+    if not quote or not quote.strip():
+        return None
+    if hint is not None and passage[hint : hint + len(quote)] == quote:
+        return hint, hint + len(quote), "exact"
+    starts = _all_occurrences(passage, quote)
+    if starts:
+        best = min(starts, key=lambda s: abs(s - hint)) if hint is not None else starts[0]
+        return best, best + len(quote), "exact"
+    norm_passage, starts, ends = normalize_with_map(passage)
+    norm_quote = normalize(quote)
+    if not norm_quote:
+        return None
+    i = norm_passage.find(norm_quote)
+    if i < 0:
+        return None
+    return starts[i], ends[i + len(norm_quote) - 1], "normalized"
+
+
+def _all_occurrences(text: str, sub: str) -> list[int]:
+    out, i = [], text.find(sub)
+    while i >= 0:
+        out.append(i)
+        i = text.find(sub, i + 1)
+    return out

@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
 from ragspan.tasks.compare import (
     QuestionsDiffer,
     Side,
@@ -37,7 +36,7 @@ _CLI = ("import sys, ragspan.flows.cli as c; c._COMMAND_MODULES = tuple(dict.fro
 
 def ragspan(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", _CLI, *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=120, check=False)
 
 
 def diag(rows: list[tuple[str, str, str]]) -> pd.DataFrame:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from ragspan.tasks.judges.local import split_claims
 from ragspan.tasks.text import normalize, normalize_with_map
-from ragspan.tasks.validate_offsets import locate_quote
+from ragspan.tasks.text import locate_quote
 
 ATOMS = [
     "a", "Z", "7", " ", "  ", "\r\n", "\n", "\t", ".", ",", "é", "e\u0301", "👩‍👩‍👧", "🙂", "東京", "日本語",

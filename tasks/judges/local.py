@@ -180,3 +180,9 @@ class LocalJudge:
             failure = JudgeFailure(kind="no_content", detail="the claim has no words to check")
             return [failure for _ in passages]
         return [judge_pair(profile, p, self.spec.partial_threshold) for p in passages]
+
+    def decompose_many(self, answers: Sequence[str]) -> list[list[ClaimText] | JudgeFailure]:
+        return [self.decompose(a) for a in answers]
+
+    def judge_many(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[list[Verdict | JudgeFailure]]:
+        return [self.judge(claim, passages) for claim, passages in items]

@@ -63,7 +63,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ragspan.tasks.judges.base import ClaimText, JudgeFailure, JudgeSpec, JudgeStats, Verdict
 from ragspan.tasks.judges.cache import JudgeCache, cache_key, endpoint_label
 from ragspan.tasks.judges.prompts import Prompt, load_prompt, prompt_version
-from ragspan.tasks.validate_offsets import locate_quote
+from ragspan.tasks.text import locate_quote
 
 log = logging.getLogger("ragspan.judge")
 

@@ -1,0 +1,224 @@
+"""report.html in a real browser: headless Chromium (Debian's package, installed by
+scripts/install-browser when missing), driven over the DevTools protocol with a small
+client on `websockets` (already installed with Prefect).
+
+The sample run's report loads from a file URL with no console error; it highlights one
+evidence span per row of spans.parquet, each the exact corpus substring; filtering by a
+label shows only that label; a screenshot goes to tests/artifacts/ (or
+$RAGSPAN_TEST_ARTIFACTS). A report of a hostile corpus runs no script and grows no element.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import REPO, SAMPLE
+
+CHROMIUM = Path(os.environ.get("RAGSPAN_CHROMIUM", "/usr/bin/chromium"))
+ARTIFACTS = Path(os.environ.get("RAGSPAN_TEST_ARTIFACTS", REPO / "tests" / "artifacts"))
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--disable-extensions", "--disable-dev-shm-usage", "--hide-scrollbars", "--mute-audio",
+         "--window-size=1280,1600", "--remote-debugging-port=0", "--remote-allow-origins=*"]
+TIMEOUT = 20.0
+
+
+def ensure_chromium() -> Path:
+    """Install Debian's chromium with scripts/install-browser if it is missing (never skip)."""
+    if not CHROMIUM.exists():
+        subprocess.run([str(REPO / "scripts" / "install-browser")], check=True, timeout=600)
+    assert CHROMIUM.exists(), f"{CHROMIUM} missing after scripts/install-browser"
+    return CHROMIUM
+
+
+class Page:
+    """One Chromium tab over CDP: send commands, collect events (console, dialogs, errors)."""
+
+    def __init__(self, ws) -> None:
+        self.ws = ws
+        self.ids = itertools.count(1)
+        self.events: list[dict] = []
+
+    def send(self, method: str, **params) -> dict:
+        msg_id = next(self.ids)
+        self.ws.send(json.dumps({"id": msg_id, "method": method, "params": params}))
+        deadline = time.monotonic() + TIMEOUT
+        while time.monotonic() < deadline:
+            msg = json.loads(self.ws.recv(timeout=TIMEOUT))
+            if msg.get("id") == msg_id:
+                if "error" in msg:
+                    raise RuntimeError(f"{method}: {msg['error']}")
+                return msg.get("result", {})
+            self._event(msg)
+        raise TimeoutError(method)
+
+    def _event(self, msg: dict) -> None:
+        self.events.append(msg)
+        if msg.get("method") == "Page.javascriptDialogOpening":  # never leave a dialog blocking
+            self.ws.send(json.dumps({"id": next(self.ids), "method": "Page.handleJavaScriptDialog",
+                                     "params": {"accept": True}}))
+
+    def wait_for(self, method: str) -> dict:
+        for e in self.events:
+            if e.get("method") == method:
+                return e
+        deadline = time.monotonic() + TIMEOUT
+        while time.monotonic() < deadline:
+            msg = json.loads(self.ws.recv(timeout=TIMEOUT))
+            if "method" in msg:
+                self._event(msg)
+                if msg["method"] == method:
+                    return msg
+        raise TimeoutError(method)
+
+    def open(self, url: str) -> None:
+        self.events.clear()
+        self.send("Page.navigate", url=url)
+        self.wait_for("Page.loadEventFired")
+        self.eval("1")  # drain events queued until now
+
+    def eval(self, expression: str):
+        result = self.send("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
+        if "exceptionDetails" in result:
+            raise RuntimeError(f"{expression!r}: {result['exceptionDetails']}")
+        return result["result"].get("value")
+
+    def problems(self) -> list[dict]:
+        """Console errors/warnings, uncaught exceptions, log errors and dialogs seen so far."""
+        bad = []
+        for e in self.events:
+            m, p = e.get("method"), e.get("params", {})
+            if m == "Runtime.consoleAPICalled" and p.get("type") in ("error", "warning", "assert") or m in ("Runtime.exceptionThrown", "Page.javascriptDialogOpening") or m == "Log.entryAdded" and p.get("entry", {}).get("level") in ("error", "warning"):
+                bad.append(e)
+        return bad
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from websockets.sync.client import connect
+
+    exe = ensure_chromium()
+    profile = Path(tempfile.mkdtemp(prefix="ragspan-chromium-"))
+    proc = subprocess.Popen([str(exe), *FLAGS, f"--user-data-dir={profile}", "about:blank"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        port_file = profile / "DevToolsActivePort"
+        deadline = time.monotonic() + 30
+        while not (port_file.exists() and port_file.read_text().strip()):
+            assert proc.poll() is None, "chromium exited at start"
+            assert time.monotonic() < deadline, "chromium did not open its DevTools port"
+            time.sleep(0.1)
+        port = int(port_file.read_text().split()[0])
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as r:
+            target = next(t for t in json.load(r) if t["type"] == "page")
+        with connect(target["webSocketDebuggerUrl"], max_size=None, open_timeout=10) as ws:
+            page = Page(ws)
+            for domain in ("Page", "Runtime", "Log"):
+                page.send(f"{domain}.enable")
+            yield page
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def sample_report(tmp_path_factory, prefect_server) -> Path:
+    from ragspan.flows.evaluate import evaluate
+
+    out = tmp_path_factory.mktemp("browser") / "results"
+    evaluate(data_dir=str(SAMPLE), run="baseline", out_dir=str(out))
+    return out
+
+
+_VISIBLE_CLAIMS = """[...document.querySelectorAll('li.claim')]
+  .filter(li => li.getClientRects().length > 0).map(li => li.getAttribute('data-label'))"""
+
+
+def test_sample_report_highlights_every_span_exactly(browser, sample_report):
+    browser.open((sample_report / "report.html").as_uri())
+    assert browser.problems() == []
+    spans = pd.read_parquet(sample_report / "spans.parquet")
+    marks = browser.eval("""[...document.querySelectorAll('mark.ev')].map(m => [m.dataset.doc,
+        +m.dataset.start, +m.dataset.end, m.textContent, m.getClientRects().length > 0])""")
+    assert len(marks) == len(spans)
+    assert all(visible for *_, visible in marks)
+    corpus = pd.read_json(SAMPLE / "corpus.jsonl", lines=True)
+    texts = dict(zip(corpus["doc_id"], corpus["text"]))
+    crlf = [m for m in marks if "\r" in m[3]]
+    for doc, s, e, text, _ in marks[:10] + marks[-5:] + crlf[:3]:
+        assert text == texts[doc][s:e]
+    assert sorted((d, s, e) for d, s, e, *_ in marks) == sorted(
+        zip(spans["doc_id"], spans["char_start"].astype(int), spans["char_end"].astype(int)))
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shot = browser.send("Page.captureScreenshot", format="png")
+    (ARTIFACTS / "report-sample.png").write_bytes(base64.b64decode(shot["data"]))
+    assert (ARTIFACTS / "report-sample.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_filtering_by_label_shows_only_that_label(browser, sample_report):
+    browser.open((sample_report / "report.html").as_uri())
+    diagnoses = pd.read_parquet(sample_report / "diagnoses.parquet")
+    assert browser.eval("document.getElementById('filters').getClientRects().length") > 0
+    assert len(browser.eval(_VISIBLE_CLAIMS)) == len(diagnoses)
+    select = ("{ const s = document.getElementById('f-label'); s.value = %s;"
+              " s.dispatchEvent(new Event('change', {bubbles: true})); }")
+    for label in ("rank_failure", "unjudged"):
+        browser.eval(select % json.dumps(label))
+        shown = browser.eval(_VISIBLE_CLAIMS)
+        assert shown == [label] * int((diagnoses["label"] == label).sum())
+        cards = browser.eval("[...document.querySelectorAll('article.q')].filter(c => !c.hidden).length")
+        assert cards == diagnoses.loc[diagnoses["label"] == label, "question_id"].nunique()
+        assert browser.eval("document.getElementById('f-count').textContent").startswith(f"{len(shown)} of ")
+    browser.eval(select % '""')
+    browser.eval("{ const t = document.getElementById('f-text'); t.value = 'Kōtō';"
+                 " t.dispatchEvent(new Event('input', {bubbles: true})); }")
+    hits = browser.eval(_VISIBLE_CLAIMS)
+    assert 0 < len(hits) < len(diagnoses)
+    browser.eval("document.getElementById('claims').scrollIntoView()")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shot = browser.send("Page.captureScreenshot", format="png")
+    (ARTIFACTS / "report-filtered.png").write_bytes(base64.b64decode(shot["data"]))
+    assert browser.problems() == []
+
+
+def test_hostile_corpus_renders_inert(browser, tmp_path):
+    from test_report_html import HOSTILE_TEXT, write_hostile_report
+
+    path = tmp_path / "report.html"
+    inputs = write_hostile_report(path)
+    browser.open(path.as_uri())
+    time.sleep(0.3)  # an injected onerror handler would fire on the failed image load
+    browser.eval("1")
+    assert not [e for e in browser.events if e.get("method") == "Page.javascriptDialogOpening"]
+    assert browser.problems() == []
+    injected = browser.eval("""({
+        scripts: document.scripts.length,
+        elements: document.querySelectorAll('img, iframe, object, embed, i, body b[onmouseover]').length,
+        handlers: [...document.querySelectorAll('*')].filter(el => [...el.attributes].some(a => a.name.startsWith('on'))).length,
+        js_links: [...document.querySelectorAll('[href], [src]')].filter(el => /^\\s*javascript:/i.test(el.getAttribute('href') || el.getAttribute('src') || '')).length,
+        text: document.body.textContent.includes('<script>alert("x")</script>')
+    })""")
+    assert injected == {"scripts": 1, "elements": 0, "handlers": 0, "js_links": 0, "text": True}
+    marks = browser.eval("[...document.querySelectorAll('mark.ev')].map(m => [m.dataset.doc, +m.dataset.start,"
+                         " +m.dataset.end, m.textContent])")
+    assert len(marks) == len(inputs["spans"])
+    texts = dict(zip(inputs["corpus"]["doc_id"], inputs["corpus"]["text"]))
+    for doc, s, e, text in marks:
+        assert text == texts[doc][s:e]
+    assert any("\r\n" in m[3] for m in marks) and any(m[0] != "plain.md" for m in marks)
+    assert HOSTILE_TEXT  # the raw corpus text, shown as text above
