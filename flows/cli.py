@@ -67,19 +67,22 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from ragspan.flows import progress
     from ragspan.flows.evaluate import evaluate
+    from ragspan.flows.runners import task_runner
     from ragspan.tasks.config import load_settings
     from ragspan.tasks.report import taxonomy_text
 
     data, run = _resolve_run(args)
     out = args.out or str(Path("results") / run)
     ws = _checked_workspace(data, run, args.params)
-    shard_size = max(1, load_settings(_params_path(args.params)).pipeline.shard_size)
+    settings = load_settings(_params_path(args.params))
+    shard_size = max(1, settings.pipeline.shard_size)
     mode = args.progress or ("none" if args.quiet else "auto")
     reporter = progress.make(mode)
     with progress.activate(reporter):
         reporter.start(run, len(ws.answers), -(-len(ws.answers) // shard_size))
-        metrics = evaluate(data_dir=data, run=run, out_dir=out, params_path=_params_path(args.params),
-                           judge=args.judge)
+        runner = task_runner(args.task_runner, settings.pipeline.shard_concurrency, args.dask_address)
+        metrics = evaluate.with_options(task_runner=runner)(
+            data_dir=data, run=run, out_dir=out, params_path=_params_path(args.params), judge=args.judge)
         reporter.done(metrics["claims"], {k: v["count"] for k, v in metrics["labels"].items()})
     if args.json:
         print(json.dumps({k: metrics[k] for k in ("run", "claims", "judged", "unjudged", "labels")}))
@@ -105,6 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--out", help="results directory (default: results/NAME)")
     ev.add_argument("--judge", choices=["local", "openai"], help="override params judge.kind")
     ev.add_argument("--params", help="parameters file (default: ./params.yaml if present)")
+    ev.add_argument("--task-runner", choices=["thread", "dask"], default="thread",
+                    help="where shards run (default: a thread pool; see flows/runners.py)")
+    ev.add_argument("--dask-address", help="with --task-runner dask: scheduler address (default: a local cluster)")
     ev.add_argument("--quiet", action="store_true", help="print nothing on success")
     ev.add_argument("--json", action="store_true", help="print the label counts as one JSON line")
     ev.add_argument("--progress", choices=["auto", "bar", "plain", "jsonl", "none"],

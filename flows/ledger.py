@@ -11,6 +11,7 @@ from typing import Any
 
 from ragspan.flows import progress
 from ragspan.tasks.judges.base import JudgeStats
+from ragspan.tasks.shards import ShardResult
 
 FIRST_STEP, LAST_STEP = "decompose", "diagnose"
 
@@ -50,6 +51,9 @@ class StepLedger:
 
     def summary(self) -> dict[str, dict[str, int]]:
         return {name: dict(counts) for name, counts in self.states.items()}
+
+    def result(self, claims: Any, judged: Any, searched: Any, diagnoses: Any) -> ShardResult:
+        return ShardResult(claims, judged, searched, diagnoses, self.stats, self.summary())
 
 
 def _had_judge_errors(result: Any) -> bool:

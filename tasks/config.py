@@ -75,6 +75,7 @@ class SearchParams(_Strict):
 
 class PipelineParams(_Strict):
     shard_size: int = Field(200, gt=0)
+    shard_concurrency: int = Field(2, ge=1)  # shards in flight on the default thread runner
     default_context_k: int = Field(3, ge=0)
 
 

@@ -39,12 +39,12 @@ from pathlib import Path
 
 import bm25s
 import pandas as pd
-
 from ragspan.tasks.corpus_search import index_terms
 from ragspan.tasks.text import sentence_spans
 
 DEMO_INDEX_FORMAT = "demo-bm25-1"
 RERANK_POOL = 12  # BM25 candidates the reranker reorders
+MIN_SENTENCE_TERMS = 4  # shorter "sentences" (titles, labels) are never answers
 
 # Sentences about nothing in the sample corpus (no content word in common with it).
 _INVENTED = (
@@ -61,7 +61,7 @@ class IndexSpec:
     the ranking goes into the context window."""
 
     version: str = "v1"
-    chunks_per_doc: int = 1   # index only the first N chunks of each document (0 = all)
+    chunks_per_doc: int = 2   # index only the first N chunks of each document (0 = all)
     rerank: bool = False      # reorder the top BM25 candidates by best-sentence overlap
     top_k: int = 5            # chunks retrieved per question
     context_k: int = 2        # of those, how many go into the context window
@@ -70,7 +70,7 @@ class IndexSpec:
 # Named versions: `ragspan demo-rag index --version v2` builds the better index. Explicit
 # options override a preset; an unknown version name starts from IndexSpec's defaults.
 PRESETS: dict[str, dict] = {
-    "v1": {"chunks_per_doc": 1, "rerank": False},
+    "v1": {"chunks_per_doc": 2, "rerank": False},
     "v2": {"chunks_per_doc": 0, "rerank": True},
 }
 
@@ -119,6 +119,8 @@ def best_sentence(query_terms: set[str], text: str, need_number: bool = False) -
     for s, e in sentence_spans(text):
         sentence = text[s:e]
         if sentence.startswith("#") or (need_number and not re.search(r"\d", sentence)):
+            continue
+        if len(index_terms(sentence)) < MIN_SENTENCE_TERMS:  # titles, labels, list stubs
             continue
         score = _sentence_score(query_terms, sentence)
         if score[0] and (best is None or score > best[0]):

@@ -23,6 +23,7 @@ newline-translated: offsets are code-point indices into the raw text.
 from __future__ import annotations
 
 import bisect
+import csv
 import hashlib
 import io
 import json
@@ -114,11 +115,36 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
+    # Python's json keeps the last of two equal keys; a record saying two things is bad input.
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        dup = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise ValueError(f"duplicate key {dup!r}")
+    return obj
+
+
+# A JSON escape of a UTF-16 surrogate: either half of a pair (fine) or a lone one, which
+# decodes to a str that cannot be encoded as UTF-8 (every output write would fail).
+_SURROGATE_ESCAPE = re.compile(r"\\[uU][dD][89a-fA-F]")
+
+
+def _lone_surrogate_field(obj: dict) -> str | None:
+    """The first top-level key whose value holds a lone surrogate, else None."""
+    for key, value in obj.items():
+        try:
+            json.dumps([key, value], ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            return key
+    return None
+
+
 def _jsonl_records(path: Path, text: str) -> tuple[list[dict], list[int]]:
     """Parse JSONL: one object per line; blank lines skipped; line numbers kept."""
     records: list[dict] = []
     lines: list[int] = []
-    loads = json.JSONDecoder(parse_constant=_reject_constant).decode
+    loads = json.JSONDecoder(parse_constant=_reject_constant, object_pairs_hook=_unique_keys).decode
     # Split on "\n" only: str.splitlines would also split on U+2028 etc., legal in JSON strings.
     for lineno, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
@@ -132,10 +158,19 @@ def _jsonl_records(path: Path, text: str) -> tuple[list[dict], list[int]]:
                 else str(exc)
             )
             raise InputError(path, lineno, None, f"not valid JSON ({detail})") from None
+        except RecursionError:
+            raise InputError(path, lineno, None, "not valid JSON (nested too deeply)") from None
         if not isinstance(obj, dict):
             raise InputError(
                 path, lineno, None, f"expected a JSON object, got {type(obj).__name__}"
             )
+        if _SURROGATE_ESCAPE.search(line):
+            field = _lone_surrogate_field(obj)
+            if field is not None:
+                raise InputError(
+                    path, lineno, field,
+                    "lone UTF-16 surrogate escape (e.g. \\ud800): not a Unicode character",
+                )
         records.append(obj)
         lines.append(lineno)
     return records, lines
@@ -172,6 +207,7 @@ def _read_with_hash(path: Path) -> tuple[pd.DataFrame, str]:
         text = _decode(path, raw, 1)
         if not text.strip():
             return pd.DataFrame(index=pd.Index([], name="row")), digest
+        _check_csv_header(path, text)
         try:
             # Everything as text; empties stay "" and each loader decides what "" means.
             df = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
@@ -185,6 +221,19 @@ def _read_with_hash(path: Path) -> tuple[pd.DataFrame, str]:
             raise InputError(path, None, None, f"cannot read Parquet: {exc}") from None
         df.index = pd.Index(range(1, len(df) + 1), name="row")
     return df, digest
+
+
+def _check_csv_header(path: Path, text: str) -> None:
+    """pandas silently renames a repeated header `a,a` to `a,a.1`: refuse it instead."""
+    try:
+        header = next(csv.reader(io.StringIO(text)), [])
+    except csv.Error:
+        return  # pandas reports the parse error with its own message
+    seen: set[str] = set()
+    for name in header:
+        if name in seen:
+            raise InputError(path, None, name, "duplicate column in the CSV header")
+        seen.add(name)
 
 
 def read_table(path: Path) -> pd.DataFrame:
@@ -940,7 +989,14 @@ class _RunBuilder:
                 raise self.err(
                     row, f"{f}.score", f"expected a number ({rank}), got {_describe(score)}"
                 )
-            score = float(score)
+            try:
+                score = float(score)
+            except OverflowError:  # an integer beyond the float range
+                score = math.inf
+            if not math.isfinite(score):
+                raise self.err(
+                    row, f"{f}.score", f"expected a finite number ({rank}), got {score}"
+                )
         flag = it.get("in_context")
         if flag is not None and not isinstance(flag, bool):
             raise self.err(

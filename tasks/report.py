@@ -244,19 +244,28 @@ def write_results(out_dir: Path, run: str, claims: pd.DataFrame, judgements: pd.
 
 # Not cached: its outputs are DVC outs, which DVC deletes before a stage runs.
 @task(name="report", cache_policy=NO_CACHE)
-def report(out_dir: Path, ws, settings, spec, parts: list, judge_stats, task_states: dict) -> dict:
+def report(out_dir: Path, ws, settings, spec, shards: list) -> dict:
     """Concatenate the shards' tables and write results/<run>/ (see write_results)."""
+    from ragspan.tasks.judges.base import JudgeStats
+    from ragspan.tasks.judges.openai_judge import estimated_cost
     from ragspan.tasks.manifest import manifest_for
 
-    claims = pd.concat([p[0] for p in parts], ignore_index=True) if parts else pd.DataFrame()
-    judgements = pd.concat([t for p in parts for t in (p[1], p[2])], ignore_index=True) if parts else pd.DataFrame()
-    diagnoses = pd.concat([p[3] for p in parts], ignore_index=True) if parts else pd.DataFrame()
+    def stacked(tables: list[pd.DataFrame]) -> pd.DataFrame:
+        return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
+
+    claims = stacked([s.claims for s in shards])
+    judgements = stacked([t for s in shards for t in (s.judged, s.searched)])
+    diagnoses = stacked([s.diagnoses for s in shards])
+    judge_stats = sum((s.stats for s in shards), JudgeStats())
+    states: dict[str, dict[str, int]] = {}
+    for s in shards:
+        for name, counts in s.states.items():
+            for state, n in counts.items():
+                states.setdefault(name, {})[state] = states.get(name, {}).get(state, 0) + n
     manifest = manifest_for(ws.run, ws.data_dir, ws.input_files, settings, spec,
                             question_ids=ws.questions["question_id"].tolist())
-    from ragspan.tasks.judges.openai_judge import estimated_cost
-
     stats = {**judge_stats.model_dump(), "estimated_cost": estimated_cost(judge_stats, settings.judge),
              "judge": spec.kind, "model": spec.model, "prompt_version": spec.prompt_version,
-             "task_states": task_states}
+             "task_states": states}
     return write_results(out_dir, ws.run, claims, judgements, diagnoses, ws.answers, ws.retrieved,
                          ws.corpus, ws.questions, stats, manifest)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from ragspan.tasks import schemas
+from ragspan.tasks.judges.base import JudgeStats
 
 if TYPE_CHECKING:
     from ragspan.tasks.load import Workspace
@@ -23,6 +24,19 @@ class Shard:
     index: int
     answers: pd.DataFrame  # schemas.Answers
     passages: pd.DataFrame  # schemas.Passages: retrieved chunks + reference answers
+
+
+@dataclass(frozen=True)
+class ShardResult:
+    """Everything one shard produced: its tables, the judge stats of the steps that ran
+    (not of cached ones), and the Prefect state names of its task runs."""
+
+    claims: pd.DataFrame
+    judged: pd.DataFrame  # validated judgements on the retrieved passages + reference
+    searched: pd.DataFrame  # validated judgements on the corpus-search hits
+    diagnoses: pd.DataFrame
+    stats: JudgeStats
+    states: dict[str, dict[str, int]]
 
 
 def passages_for(ws: "Workspace") -> pd.DataFrame:

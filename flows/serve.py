@@ -1,0 +1,260 @@
+"""Operations commands: `ragspan serve`, `ragspan server start`, `ragspan notify
+index-rebuilt`, `ragspan history` and `ragspan demo-rag`. See docs/operations.md.
+
+Prefect is imported inside the handlers, after the API URL is settled: Prefect reads its
+settings once, at import.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+DEPLOYMENT = "ragspan-watch"
+LOCAL_API = "http://127.0.0.1:{port}/api"
+
+
+class NoServer(RuntimeError):
+    """No Prefect API to talk to."""
+
+
+def _healthy(api_url: str, timeout: float = 2.0) -> bool:
+    try:
+        with urllib.request.urlopen(api_url.rstrip("/") + "/health", timeout=timeout) as resp:
+            return resp.status == 200
+    except (OSError, ValueError):
+        return False
+
+
+def settle_api_url(given: str | None = None, port: int = 4200) -> str:
+    """--api-url, else PREFECT_API_URL, else a local server on 127.0.0.1:PORT if it answers."""
+    url = given or os.environ.get("PREFECT_API_URL")
+    if not url:
+        local = LOCAL_API.format(port=port)
+        if not _healthy(local):
+            raise NoServer("no Prefect server: set PREFECT_API_URL (a server or Prefect Cloud), or "
+                           f"start one with `ragspan server start` (then PREFECT_API_URL={local})")
+        url = local
+    os.environ["PREFECT_API_URL"] = url
+    return url
+
+
+def _params_arg(given: str | None) -> str:
+    return given or "params.yaml"
+
+
+# ----- ragspan serve ---------------------------------------------------------------------
+
+def build_deployment(workspace: Path, params_path: str, cron: str | None, tz: str,
+                     index: str | None, name: str = DEPLOYMENT, schedule_index: str = "demo"):
+    """The watch flow as one deployment: the cron schedule (if any) and the index-rebuilt
+    trigger share it, so with its concurrency limit of 1 every run queues behind the last."""
+    from prefect.client.schemas.objects import ConcurrencyLimitConfig, ConcurrencyLimitStrategy
+    from prefect.deployments.runner import EntrypointType
+    from prefect.events import DeploymentEventTrigger
+    from prefect.schedules import Cron
+    from ragspan.flows.watch import EVENT, RESOURCE_PREFIX, event_parameters, watch
+
+    base = {"workspace": str(workspace), "params_path": params_path}
+    trigger = DeploymentEventTrigger(
+        name=f"{name}-on-{EVENT}",
+        expect={EVENT},
+        match={"prefect.resource.id": RESOURCE_PREFIX + (index or "*")},
+        parameters=event_parameters(str(workspace), params_path),
+    )
+    schedules = [Cron(cron, timezone=tz, parameters={**base, "trigger": "schedule", "index": schedule_index})] if cron else None
+    return watch.to_deployment(
+        name=name,
+        schedules=schedules,
+        triggers=[trigger],
+        parameters={**base, "trigger": "manual"},
+        concurrency_limit=ConcurrencyLimitConfig(limit=1, collision_strategy=ConcurrencyLimitStrategy.ENQUEUE),
+        description=f"ragspan watchdog for {workspace}: evaluate after {EVENT} events"
+                    + (f" and on cron {cron!r}" if cron else ""),
+        tags=["ragspan"],
+        enforce_parameter_schema=False,  # rendered event values arrive as str/int/None
+        entrypoint_type=EntrypointType.MODULE_PATH,
+    )
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from ragspan.flows.watch import load_watch_params
+
+    url = settle_api_url(args.api_url, args.port)
+    workspace = Path(args.workspace or ".").resolve()
+    params = _params_arg(args.params)
+    wp = load_watch_params(workspace / params)
+    cron = args.cron if args.cron is not None else wp.schedule.cron
+    # Runner children (one process per flow run) must agree on the state dir.
+    from ragspan.tasks.config import state_dir
+
+    os.environ["RAGSPAN_HOME"] = str(state_dir())
+    from prefect import serve
+
+    dep = build_deployment(workspace, params, cron or None, args.timezone or wp.schedule.timezone,
+                           args.index, args.name, wp.rag.index)
+    print(f"ragspan serve: deployment watch/{args.name} on {url}; trigger ragspan.index.rebuilt "
+          f"({'ragspan.index.' + (args.index or '*')}); schedule {cron or 'none'}; SIGTERM stops it",
+          flush=True)
+    serve(dep, print_starting_message=False)  # the runner handles SIGTERM: stops, cancels in-flight runs
+    return 0
+
+
+# ----- ragspan server start ----------------------------------------------------------------
+
+def cmd_server_start(args: argparse.Namespace) -> int:
+    """`prefect server start` with PREFECT_HOME under the state dir (SQLite there).
+    SIGTERM/SIGINT are passed on; the exit code is the server's."""
+    home = os.environ["PREFECT_HOME"]
+    prefect_bin = shutil.which("prefect", path=str(Path(sys.executable).parent)) or "prefect"
+    cmd = [prefect_bin, "server", "start", "--host", args.host, "--port", str(args.port)]
+    print(f"ragspan server: {' '.join(cmd)} (PREFECT_HOME={home}); "
+          f"export PREFECT_API_URL=http://{args.host}:{args.port}/api", flush=True)
+    proc = subprocess.Popen(cmd, env=os.environ.copy())
+
+    def forward(signum, _frame):
+        if proc.poll() is None:
+            proc.send_signal(signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, forward)
+    while True:
+        try:
+            return proc.wait()
+        except KeyboardInterrupt:  # pragma: no cover - the handler above replaces it
+            continue
+
+
+# ----- ragspan notify index-rebuilt ------------------------------------------------------
+
+def event_for(index: str, version: str | None, run: str | None, revision: str | None) -> dict:
+    """The index-rebuilt event as plain data (what `emit_event` gets)."""
+    from ragspan.flows.watch import EVENT, RESOURCE_PREFIX
+
+    payload = {k: v for k, v in (("version", version), ("run", run), ("revision", revision)) if v}
+    return {"event": EVENT, "resource": {"prefect.resource.id": RESOURCE_PREFIX + index,
+                                         "prefect.resource.name": index}, "payload": payload}
+
+
+def cmd_notify(args: argparse.Namespace) -> int:
+    import asyncio
+
+    settle_api_url(args.api_url, args.port)
+    spec = event_for(args.index, args.version, args.run, args.revision)
+    from prefect.events import Event
+    from prefect.events.clients import get_events_client
+
+    event = Event(event=spec["event"], resource=spec["resource"], payload=spec["payload"])
+
+    async def send() -> None:
+        async with get_events_client() as client:
+            await client.emit(event)
+
+    asyncio.run(send())
+    print(f"emitted {event.event} for {spec['resource']['prefect.resource.id']} (event id {event.id})")
+    return 0
+
+
+# ----- ragspan history -------------------------------------------------------------------
+
+_LABELS = ("correct", "rank_failure", "retrieval_miss", "synthesis_error", "hallucination")
+_SHORT = {"correct": "correct", "rank_failure": "rank", "retrieval_miss": "miss",
+          "synthesis_error": "synth", "hallucination": "halluc"}
+
+
+def history_table(records: list[dict]) -> str:
+    head = ["name", "trigger", "index", "version", "finished", "claims"] + [_SHORT[k] for k in _LABELS] + ["experiment"]
+    rows = []
+    for r in records:
+        rates = r.get("rates") or {}
+        exp = (r.get("experiment") or {}).get("name") or ("error" if r.get("record_error") else "-")
+        rows.append([r.get("name", "?"), r.get("trigger", "?"), r.get("index") or "-", r.get("version") or "-",
+                     (r.get("finished") or "")[:19], str(r.get("claims", "")),
+                     *[("-" if rates.get(k) is None else f"{100 * rates[k]:.0f}%") for k in _LABELS], exp])
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return "\n".join([fmt.format(*head), *(fmt.format(*row) for row in rows)]) + "\n"
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    from ragspan.flows.watch import HISTORY, read_history
+
+    root = Path(args.workspace or ".").resolve()
+    records = [r for r in read_history(root) if not args.index or r.get("index") == args.index]
+    records = records[-args.limit:] if args.limit else records
+    if args.json:
+        print(json.dumps(records, indent=2, ensure_ascii=False))
+    elif not records:
+        print(f"no runs recorded in {root / HISTORY}")
+    else:
+        sys.stdout.write(history_table(records))
+    return 0
+
+
+# ----- ragspan demo-rag ------------------------------------------------------------------
+
+def cmd_demo_rag(args: argparse.Namespace) -> int:
+    from ragspan.tasks.demo_rag import run_command
+
+    return run_command(args)
+
+
+def register(subparsers) -> None:
+    sv = subparsers.add_parser("serve", help="serve the watch flow: cron schedule + index-rebuilt trigger")
+    sv.add_argument("--cron", help="cron schedule (default: params schedule.cron; '' for none)")
+    sv.add_argument("--timezone", help="schedule time zone (default: params schedule.timezone)")
+    sv.add_argument("--index", help="react to this index only (default: every ragspan.index.*)")
+    sv.add_argument("--name", default=DEPLOYMENT, help=f"deployment name (default: {DEPLOYMENT})")
+    sv.add_argument("--workspace", help="the ragspan workspace (default: current directory)")
+    sv.add_argument("--params", help="parameters file, relative to the workspace (default: params.yaml)")
+    sv.add_argument("--api-url", help="Prefect API (default: PREFECT_API_URL, else 127.0.0.1:--port)")
+    sv.add_argument("--port", type=int, default=4200, help="local server port when no URL is set")
+    sv.set_defaults(func=_guard(cmd_serve))
+
+    server = subparsers.add_parser("server", help="a local Prefect server (SQLite, state dir)")
+    ssub = server.add_subparsers(dest="server_command", required=True)
+    st = ssub.add_parser("start", help="run `prefect server start` on 127.0.0.1")
+    st.add_argument("--host", default="127.0.0.1")
+    st.add_argument("--port", type=int, default=4200)
+    st.set_defaults(func=cmd_server_start)
+
+    no = subparsers.add_parser("notify", help="emit an event for ragspan serve")
+    nsub = no.add_subparsers(dest="notify_command", required=True)
+    ir = nsub.add_parser("index-rebuilt", help="the retrieval index was rebuilt")
+    ir.add_argument("--index", required=True, help="index name (resource id ragspan.index.NAME)")
+    ir.add_argument("--version", help="the index version")
+    ir.add_argument("--run", help="a run file the pipeline produced (relative to the served workspace)")
+    ir.add_argument("--revision", help="git/DVC revision of the index build")
+    ir.add_argument("--api-url")
+    ir.add_argument("--port", type=int, default=4200)
+    ir.set_defaults(func=_guard(cmd_notify))
+
+    hi = subparsers.add_parser("history", help="past scheduled/triggered runs with their taxonomy rates")
+    hi.add_argument("--workspace")
+    hi.add_argument("--index", help="only runs of this index")
+    hi.add_argument("--limit", type=int, default=0, help="only the last N")
+    hi.add_argument("--json", action="store_true")
+    hi.set_defaults(func=cmd_history)
+
+    from ragspan.tasks.demo_rag import add_arguments
+
+    dr = subparsers.add_parser("demo-rag", help="the demo RAG for the sample: build its index, answer")
+    add_arguments(dr)
+    dr.set_defaults(func=cmd_demo_rag)
+
+
+def _guard(handler):
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return handler(args)
+        except NoServer as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    return run
