@@ -19,6 +19,7 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "ragspan.flows.cache_cmd",
     "ragspan.flows.init_cmd",
     "ragspan.flows.compare",
+    "ragspan.flows.serve",
 )
 
 

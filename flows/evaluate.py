@@ -13,7 +13,7 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from ragspan.flows.ledger import StepLedger
+from ragspan.flows.ledger import StepLedger, timed
 from ragspan.tasks.config import PipelineParams, code_version, load_settings, state_dir
 from ragspan.tasks.corpus_search import build_index, corpus_search
 from ragspan.tasks.decompose import decompose
@@ -45,8 +45,8 @@ def evaluate(data_dir: str, run: str, out_dir: str, params_path: str | None = No
     settings = load_settings(params_path, {"judge.kind": judge} if judge else None)
     spec, code, thr = judge_spec(settings.judge), code_version(), settings.judge.support_threshold
     with output_lock(Path(out_dir)):  # a second run on the same --out is refused, not raced
-        ws = load_inputs(data_dir, run, settings)  # bad input stops here: before any judge call
-        index_dir = build_index(ws.chunks, ws.corpus, str(state_dir() / "index"))
+        ws = timed(load_inputs, data_dir, run, settings)  # bad input stops here: before any judge call
+        index_dir = timed(build_index, ws.chunks, ws.corpus, str(state_dir() / "index"))
         shards = shards_of(ws.answers, passages_for(ws), settings.pipeline.shard_size)
         futures = [evaluate_shard.submit(s, spec, index_dir, settings.search.top_k, thr, code) for s in shards]
-        return report(Path(out_dir), ws, settings, spec, [f.result() for f in futures])
+        return timed(report, Path(out_dir), ws, settings, spec, [f.result() for f in futures])

@@ -2,10 +2,19 @@
 the Prefect state of every task run (Completed / Cached / Failed) and the judge stats —
 and tells the active progress reporter (flows/progress.py) about every step: a shard
 starts with its FIRST_STEP (whose first argument is the shard's answers) and ends with
-its LAST_STEP."""
+its LAST_STEP.
+
+With RAGSPAN_TIMINGS=FILE in the environment, every step task call (and the flow-level
+steps run through `timed`) appends one JSON line {step, state, start, seconds} to FILE —
+wall time of the Prefect task call, so it includes Prefect's per-task overhead (cache key,
+result persistence). benchmarks/scale/run.py reads it."""
 
 from __future__ import annotations
 
+import json
+import os
+import threading
+import time
 from collections import Counter, defaultdict
 from typing import Any
 
@@ -20,6 +29,26 @@ class StepFailed(RuntimeError):
     pass
 
 
+_TIMINGS_LOCK = threading.Lock()
+
+
+def record_timing(step: str, state: str, start: float, seconds: float) -> None:
+    path = os.environ.get("RAGSPAN_TIMINGS")
+    if not path:
+        return
+    line = json.dumps({"step": step, "state": state, "start": start, "seconds": round(seconds, 4)})
+    with _TIMINGS_LOCK, open(path, "a", encoding="utf-8") as f:
+        f.write(line + "\n")
+
+
+def timed(step: Any, *args: Any) -> Any:
+    """Call a flow-level task (load, build-index, report), recording its wall time."""
+    start, t0 = time.time(), time.perf_counter()
+    result = step(*args)
+    record_timing(getattr(step, "name", str(step)), "Completed", start, time.perf_counter() - t0)
+    return result
+
+
 class StepLedger:
     def __init__(self) -> None:
         self.states: dict[str, Counter[str]] = defaultdict(Counter)
@@ -29,11 +58,13 @@ class StepLedger:
         report = progress.current()
         first = step.name == FIRST_STEP and args and hasattr(args[0], "__len__")
         report.step_started(step.name, len(args[0]) if first else None)
+        start, t0 = time.time(), time.perf_counter()
         state = step(*args, return_state=True)
         if state.name == "Cached" and _had_judge_errors(state.result()):
             # A cached step whose judge calls failed (outage, spent budget) would keep its
             # claims `unjudged` forever: run it again; its good calls come from the judge cache.
             state = step.with_options(refresh_cache=True)(*args, return_state=True)
+        record_timing(step.name, state.name, start, time.perf_counter() - t0)
         self.states[step.name][state.name] += 1
         if not state.is_completed():
             raise StepFailed(f"step {step.name} ended {state.name}: {state.message}")

@@ -103,7 +103,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     print(f"ragspan serve: deployment watch/{args.name} on {url}; trigger ragspan.index.rebuilt "
           f"({'ragspan.index.' + (args.index or '*')}); schedule {cron or 'none'}; SIGTERM stops it",
           flush=True)
-    serve(dep, print_starting_message=False)  # the runner handles SIGTERM: stops, cancels in-flight runs
+    # The runner handles SIGTERM: it stops polling and cancels in-flight runs (their outputs
+    # are atomic: the previous results stay). query_seconds bounds event → run start.
+    serve(dep, print_starting_message=False, query_seconds=args.poll)
     return 0
 
 
@@ -117,19 +119,22 @@ def cmd_server_start(args: argparse.Namespace) -> int:
     cmd = [prefect_bin, "server", "start", "--host", args.host, "--port", str(args.port)]
     print(f"ragspan server: {' '.join(cmd)} (PREFECT_HOME={home}); "
           f"export PREFECT_API_URL=http://{args.host}:{args.port}/api", flush=True)
-    proc = subprocess.Popen(cmd, env=os.environ.copy())
+    env = os.environ.copy()
+    # A run queued behind the deployment's concurrency limit retries after this (Prefect: 30 s).
+    env.setdefault("PREFECT_SERVER_DEPLOYMENTS_CONCURRENCY_SLOT_WAIT_SECONDS", "5")
+    proc = subprocess.Popen(cmd, env=env)
+    asked: list[int] = []
 
     def forward(signum, _frame):
+        asked.append(signum)
         if proc.poll() is None:
             proc.send_signal(signum)
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, forward)
-    while True:
-        try:
-            return proc.wait()
-        except KeyboardInterrupt:  # pragma: no cover - the handler above replaces it
-            continue
+    code = proc.wait()
+    # Prefect exits with a non-zero code even when it shut down cleanly on our signal.
+    return 0 if asked else code
 
 
 # ----- ragspan notify index-rebuilt ------------------------------------------------------
@@ -216,6 +221,8 @@ def register(subparsers) -> None:
     sv.add_argument("--params", help="parameters file, relative to the workspace (default: params.yaml)")
     sv.add_argument("--api-url", help="Prefect API (default: PREFECT_API_URL, else 127.0.0.1:--port)")
     sv.add_argument("--port", type=int, default=4200, help="local server port when no URL is set")
+    sv.add_argument("--poll", type=float, default=2.0,
+                    help="seconds between the runner's checks for due runs (default 2; Prefect's is 10)")
     sv.set_defaults(func=_guard(cmd_serve))
 
     server = subparsers.add_parser("server", help="a local Prefect server (SQLite, state dir)")

@@ -46,12 +46,9 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-import yaml
 from prefect import flow, get_run_logger
-from pydantic import BaseModel, ConfigDict, Field
 from ragspan.flows.evaluate import evaluate
 from ragspan.tasks.config import ConfigError, Settings, load_settings, state_dir
-from ragspan.tasks.outputs import write_text_atomic
 
 EVENT = "ragspan.index.rebuilt"
 RESOURCE_PREFIX = "ragspan.index."
@@ -61,59 +58,14 @@ LOCK_WAIT_S = 6 * 3600
 
 # ----- parameters (params.yaml `rag:` and `schedule:`) ------------------------------------
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class RagParams(_Strict):
-    command: str = ""      # template that writes a run file; "" = runs come from events only
-    index: str = "demo"    # index name of scheduled runs
-    timeout: int = Field(1800, gt=0)  # seconds rag.command may take
-
-
-class ScheduleParams(_Strict):
-    cron: str = ""         # "" = no schedule (`ragspan serve --cron` overrides)
-    timezone: str = "UTC"
-
-
-class WatchParams(_Strict):
-    rag: RagParams = Field(default_factory=RagParams)
-    schedule: ScheduleParams = Field(default_factory=ScheduleParams)
-
-
-def _raw_params(path: Path | None) -> dict:
-    if path is None or not path.is_file():
-        return {}
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: cannot read parameters: {exc}") from exc
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level")
-    return raw
-
-
-def load_watch_params(path: Path | None) -> WatchParams:
-    raw = _raw_params(path)
-    try:
-        return WatchParams.model_validate({k: raw[k] for k in ("rag", "schedule") if k in raw})
-    except Exception as exc:  # pydantic.ValidationError, with the file named
-        raise ConfigError(f"{path}: invalid rag/schedule parameters: {exc}") from exc
+def load_watch_params(path: Path | None) -> Settings:
+    """The validated settings; the watch flow reads `rag` and `schedule` from them."""
+    return load_settings(path if path is not None and path.is_file() else None)
 
 
 def evaluate_params(path: Path | None) -> Path | None:
-    """The params file for the evaluate flow. Until Settings knows the `rag`/`schedule`
-    sections, a copy without the sections it does not know is written to the state dir."""
-    if path is None or not path.is_file():
-        return None
-    raw = _raw_params(path)
-    unknown = set(raw) - set(Settings.model_fields)
-    if not unknown:
-        return path
-    text = yaml.safe_dump({k: v for k, v in raw.items() if k in Settings.model_fields}, sort_keys=False)
-    out = state_dir() / "watch" / f"params-{hashlib.sha256(text.encode()).hexdigest()[:12]}.yaml"
-    write_text_atomic(out, text)
-    return out
+    """The params file the evaluate subflow reads (the same file; None without one)."""
+    return path if path is not None and path.is_file() else None
 
 
 # ----- the request: event/schedule parameters → a normalised record ----------------------
@@ -146,13 +98,15 @@ def record_name(trigger: str, index: str, when: datetime) -> str:
 
 
 def event_parameters(workspace: str, params_path: str) -> dict[str, str]:
-    """The watch flow's parameters as templates over the triggering event."""
+    """The watch flow's parameters as templates over the triggering event. A payload key
+    the event does not carry must have a default: Prefect renders a single-expression
+    template through `tojson`, which fails on an undefined value (and on a UUID)."""
     return {
         "index": "{{ event.resource.id }}",
-        "version": "{{ event.payload.version }}",
-        "run_path": "{{ event.payload.run }}",
-        "revision": "{{ event.payload.revision }}",
-        "event_id": "{{ event.id }}",
+        "version": "{{ event.payload.version | default('') }}",
+        "run_path": "{{ event.payload.run | default('') }}",
+        "revision": "{{ event.payload.revision | default('') }}",
+        "event_id": "{{ event.id | string }}",  # a UUID: `tojson` needs a str
         "trigger": "event",
         "workspace": workspace,
         "params_path": params_path,
@@ -295,6 +249,13 @@ def _exp_ref_dir(root: Path) -> str:
     return f"{base[:2]}/{base[2:]}"
 
 
+def _git_state(root: Path) -> dict | None:
+    rev = _git(root, "rev-parse", "HEAD") if shutil.which("git") else None
+    if rev is None:
+        return None
+    return {"rev": rev, "dirty": bool(_git(root, "status", "--porcelain", "--untracked-files=no"))}
+
+
 def _rates(metrics: dict) -> dict[str, float | None]:
     return {k: v.get("rate") for k, v in (metrics.get("labels") or {}).items()}
 
@@ -361,8 +322,7 @@ def watch(index: str = "", version: str = "", run_path: str = "", revision: str 
             "claims": metrics.get("claims"), "judged": metrics.get("judged"),
             "unjudged": metrics.get("unjudged"), "rates": _rates(metrics),
             "counts": {k: v.get("count") for k, v in (metrics.get("labels") or {}).items()},
-            "git": {"rev": _git(root, "rev-parse", "HEAD"),
-                    "dirty": bool(_git(root, "status", "--porcelain", "--untracked-files=no"))},
+            "git": _git_state(root),
             "experiment": None, "flow_run_id": _flow_run_id(),
         }
         error = None

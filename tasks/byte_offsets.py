@@ -44,12 +44,12 @@ def utf8_offsets(text: str, indices: Sequence[int]) -> list[int]:
 
 
 def _missing(v: Any) -> bool:
+    """None, NaN or pd.NA (pandas is not imported: this module stays dependency-free)."""
     if v is None:
         return True
-    try:
-        return bool(v != v) or (isinstance(v, float) and math.isnan(v))  # NaN, pd.NA
-    except TypeError:  # pd.NA != pd.NA raises on bool()
-        return True
+    if isinstance(v, float):
+        return math.isnan(v)
+    return type(v).__name__ in ("NAType", "NaTType")
 
 
 def utf8_spans(

@@ -38,7 +38,7 @@ class ChunkingParams(_Strict):
     overlap: int = Field(100, ge=0)
 
     @model_validator(mode="after")
-    def _overlap_below_size(self) -> "ChunkingParams":
+    def _overlap_below_size(self) -> ChunkingParams:
         if self.overlap >= self.size:
             raise ValueError("chunking.overlap must be smaller than chunking.size")
         return self
@@ -79,16 +79,36 @@ class PipelineParams(_Strict):
     default_context_k: int = Field(3, ge=0)
 
 
+class RagParams(_Strict):
+    """How a scheduled/triggered run obtains answers (flows/watch.py, docs/operations.md)."""
+
+    command: str = ""  # template that writes a run file; "" = runs come from events only
+    index: str = "demo"  # index name of scheduled runs
+    timeout: int = Field(1800, gt=0)  # seconds rag.command may take
+
+
+class ScheduleParams(_Strict):
+    cron: str = ""  # "" = no schedule (`ragspan serve --cron` overrides)
+    timezone: str = "UTC"
+
+
+# Sections that decide *when* and *on what* ragspan runs, not what a judgement is: they
+# stay out of the fingerprint so a new cron line does not invalidate every cache.
+_OPERATIONAL = frozenset({"rag", "schedule"})
+
+
 class Settings(_Strict):
     data: DataParams = Field(default_factory=DataParams)
     chunking: ChunkingParams = Field(default_factory=ChunkingParams)
     judge: JudgeParams = Field(default_factory=JudgeParams)
     search: SearchParams = Field(default_factory=SearchParams)
     pipeline: PipelineParams = Field(default_factory=PipelineParams)
+    rag: RagParams = Field(default_factory=RagParams)
+    schedule: ScheduleParams = Field(default_factory=ScheduleParams)
 
     def fingerprint(self) -> str:
-        """A short stable hash of every parameter (part of every cache key)."""
-        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True)
+        """A short stable hash of every parameter that can change a result."""
+        blob = json.dumps(self.model_dump(mode="json", exclude=set(_OPERATIONAL)), sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 

@@ -1,24 +1,28 @@
 """corpus_search: claims that nothing retrieved supports → candidate chunks corpus-wide.
 
-A BM25 index (bm25s: sparse matrices, saved as .npy and memory-mapped on load) over
+A BM25 index (tantivy, on disk and memory-mapped: ragspan's own terms through tantivy's
+whitespace tokenizer, so the index sees exactly the judge's content-word norms) over
 every chunk, built once per corpus snapshot — its directory is named by the content
 hash of the chunk table — and reused by every run and process. The judge is called
 only on the top_k hits per claim, never once per corpus chunk.
+
+tantivy replaced bm25s (docs/benchmarks-accuracy.md §2: same recall on the same terms;
+at 100k chunks 8x faster to build and ~17x faster to query, half the memory). Its
+search releases the GIL, so shards searching side by side use both cores.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 import shutil
 import tempfile
 from functools import lru_cache
 from pathlib import Path
 
-import bm25s
 import pandas as pd
+import tantivy
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
@@ -26,8 +30,8 @@ from ragspan.tasks import schemas
 from ragspan.tasks.orchestration import step_task
 from ragspan.tasks.text import content_norms
 
-INDEX_FORMAT = "bm25s-1"
-logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs every build at DEBUG  # bump when the tokenisation or the files change
+INDEX_FORMAT = "tantivy-1"  # bump when the tokenisation or the files change
+_WRITER_HEAP = 256_000_000  # one writer thread: one segment up to ~1M chunks, stable doc order
 
 
 def index_terms(text: str) -> list[str]:
@@ -54,11 +58,15 @@ def build_index_dir(chunks: pd.DataFrame, corpus: pd.DataFrame, root: Path) -> P
     texts = dict(zip(corpus["doc_id"], corpus["text"]))
     meta = chunks[["chunk_id", "doc_id", "char_start", "char_end"]].copy()
     meta["text"] = [texts[d][s:e] for d, s, e in zip(meta["doc_id"], meta["char_start"], meta["char_end"])]
-    retriever = bm25s.BM25()
-    retriever.index([index_terms(t) for t in meta["text"]], show_progress=False)
     tmp = Path(tempfile.mkdtemp(prefix=".building-", dir=root))
     try:
-        retriever.save(tmp / "bm25", show_progress=False)
+        (tmp / "tantivy").mkdir()
+        index = tantivy.Index(_schema(), path=str(tmp / "tantivy"))
+        writer = index.writer(_WRITER_HEAP, 1)
+        for i, text in enumerate(meta["text"]):
+            writer.add_document(tantivy.Document(row=i, body=" ".join(index_terms(text))))
+        writer.commit()
+        writer.wait_merging_threads()
         meta.to_parquet(tmp / "chunks.parquet", index=False)  # written last: marks completion
         (tmp / "info.json").write_text(json.dumps({"format": INDEX_FORMAT, "chunks": len(meta)}))
         try:
@@ -71,10 +79,34 @@ def build_index_dir(chunks: pd.DataFrame, corpus: pd.DataFrame, root: Path) -> P
     return target
 
 
+def _schema() -> tantivy.Schema:
+    sb = tantivy.SchemaBuilder()
+    sb.add_integer_field("row", stored=False, fast=True)  # the chunk's row in chunks.parquet
+    sb.add_text_field("body", tokenizer_name="whitespace", index_option="freq")
+    return sb.build()
+
+
 @lru_cache(maxsize=4)
-def _load(index_dir: str) -> tuple[bm25s.BM25, pd.DataFrame]:
-    retriever = bm25s.BM25.load(Path(index_dir) / "bm25", mmap=True, show_progress=False)
-    return retriever, pd.read_parquet(Path(index_dir) / "chunks.parquet")
+def _load(index_dir: str) -> tuple[tantivy.Searcher, tantivy.Schema, pd.DataFrame]:
+    index = tantivy.Index.open(str(Path(index_dir) / "tantivy"))
+    index.reload()
+    return index.searcher(), index.schema, pd.read_parquet(Path(index_dir) / "chunks.parquet")
+
+
+def search_rows(index_dir: str, terms: list[str], k: int) -> list[tuple[int, float]]:
+    """(row in chunks.parquet, BM25 score) of the top-k chunks for an OR-query of `terms`,
+    best first (ties: index order)."""
+    searcher, schema, _ = _load(index_dir)
+    unique = sorted(set(terms))
+    if not unique or k <= 0:
+        return []
+    query = tantivy.Query.boolean_query(
+        [(tantivy.Occur.Should, tantivy.Query.term_query(schema, "body", t)) for t in unique])
+    hits = searcher.search(query, k, count=False).hits
+    if not hits:
+        return []
+    rows = searcher.fast_field_values("row", [a for _, a in hits])
+    return [(int(r), float(s)) for (s, _), r in zip(hits, rows)]
 
 
 def claims_needing_search(claims: pd.DataFrame, judgements: pd.DataFrame, support_threshold: float) -> pd.DataFrame:
@@ -92,27 +124,24 @@ def hits_for_claims(claims: pd.DataFrame, retrieved_chunks: dict[str, set[str]],
     rows: list[dict] = []
     if top_k == 0 or claims.empty:
         return schemas.table(rows, schemas.Passages)
-    retriever, meta = _load(index_dir)
+    _, _, meta = _load(index_dir)
     n = len(meta)
-    ids = meta["chunk_id"].tolist()
+    ids, doc_ids, starts, texts = (meta[c].tolist() for c in ("chunk_id", "doc_id", "char_start", "text"))
     recs = claims.to_dict("records")
-    queries = [index_terms(c["claim"]) or ["\x00"] for c in recs]
     widest = max((len(retrieved_chunks.get(c["question_id"], ())) for c in recs), default=0)
     k = min(n, top_k + widest)
-    docs, scores = retriever.retrieve(queries, k=k, show_progress=False, n_threads=1)
-    for c, row_docs, row_scores in zip(recs, docs, scores):
+    for c in recs:
         seen = retrieved_chunks.get(c["question_id"], set())
         taken = 0
-        for d, s in zip(row_docs, row_scores):
+        for d, s in search_rows(index_dir, index_terms(c["claim"]), k):
             if taken == top_k or s <= 0:
                 break
             if ids[d] in seen:
                 continue
-            m = meta.iloc[int(d)]
             rows.append({
                 "question_id": c["question_id"], "claim_id": c["claim_id"], "source": "corpus",
-                "chunk_id": m["chunk_id"], "doc_id": m["doc_id"], "passage_start": int(m["char_start"]),
-                "rank": None, "in_context": False, "score": float(s), "passage_text": m["text"],
+                "chunk_id": ids[d], "doc_id": doc_ids[d], "passage_start": int(starts[d]),
+                "rank": None, "in_context": False, "score": s, "passage_text": texts[d],
             })
             taken += 1
     return schemas.table(rows, schemas.Passages)

@@ -39,7 +39,6 @@ import pyarrow as pyarrow_mod
 import pyarrow.parquet as pq
 from prefect import task
 from prefect.cache_policies import NO_CACHE
-
 from ragspan.tasks.config import Settings
 from ragspan.tasks.schemas import Answers, Chunks, Corpus, Questions, Retrieved
 

@@ -7,7 +7,6 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from ragspan.tasks.byte_offsets import utf8_offset, utf8_offsets, utf8_spans
 
 ATOMS = ["a", " ", "\r\n", "é", "e\u0301", "👩‍👩‍👧", "🙂", "東京", "שלום", "مرحبا", "\u00a0", "\u00ad", "—", "𝔘", "\x00"]

@@ -17,12 +17,13 @@ split further at semicolons. Judging a (claim, passage) pair:
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Sequence
 
 from ragspan.tasks.judges.base import ClaimText, JudgeFailure, JudgeSpec, JudgeStats, Verdict
-from ragspan.tasks.text import Token, sentence_spans, tokens
+from ragspan.tasks.text import sentence_spans, token_arrays, tokens
 
 # The local judge's identity in cache keys and manifests: bump the version whenever a
 # change here can change a verdict.
@@ -46,7 +47,10 @@ class _ClaimProfile:
 
 @dataclass(frozen=True, slots=True)
 class _Passage:
-    toks: tuple[Token, ...]
+    starts: tuple[int, ...]  # per token: raw start, end, norm, is it a negation
+    ends: tuple[int, ...]
+    tnorms: tuple[str, ...]
+    negs: tuple[bool, ...]
     windows: tuple[tuple[int, int], ...]  # token ranges [i, j): each sentence, then each pair
     singles: int  # how many of `windows` are single sentences
     norms: tuple[frozenset[str], ...]  # the set of token norms of each window
@@ -69,23 +73,19 @@ def claim_profile(claim: str) -> _ClaimProfile | None:
 
 @lru_cache(maxsize=32768)
 def _passage(text: str) -> _Passage:
-    toks = tuple(tokens(text))
-    starts = [t.start for t in toks]
+    starts, ends, tnorms, negs = token_arrays(text)
     bounds: list[tuple[int, int]] = []
     for s, e in sentence_spans(text):
-        i = _bisect(starts, s)
-        j = _bisect(starts, e)
+        i = bisect_left(starts, s)
+        j = bisect_left(starts, e)
         if j > i:
             bounds.append((i, j))
     windows = tuple(bounds) + tuple((bounds[k][0], bounds[k + 1][1]) for k in range(len(bounds) - 1))
-    norms = tuple(frozenset(t.norm for t in toks[i:j]) for i, j in windows)
-    return _Passage(toks=toks, windows=windows, singles=len(bounds), norms=norms)
-
-
-def _bisect(starts: list[int], pos: int) -> int:
-    from bisect import bisect_left
-
-    return bisect_left(starts, pos)
+    sets = [frozenset(tnorms[i:j]) for i, j in bounds]
+    norms = tuple(sets) + tuple(sets[k] | sets[k + 1] if bounds[k][1] == bounds[k + 1][0]
+                                else frozenset(tnorms[bounds[k][0]:bounds[k + 1][1]]) for k in range(len(sets) - 1))
+    return _Passage(starts=tuple(starts), ends=tuple(ends), tnorms=tuple(tnorms), negs=tuple(negs),
+                    windows=windows, singles=len(bounds), norms=norms)
 
 
 def judge_pair(profile: _ClaimProfile, passage: str, partial_threshold: float) -> Verdict:
@@ -121,8 +121,10 @@ def judge_pair(profile: _ClaimProfile, passage: str, partial_threshold: float) -
 
 def _matched_stretch(profile: _ClaimProfile, p: _Passage, w: int) -> tuple[int, int]:
     i, j = p.windows[w]
-    hits = [t for t in p.toks[i:j] if t.norm in profile.content]
-    return hits[0].start, hits[-1].end
+    content, tn = profile.content, p.tnorms
+    first = next(k for k in range(i, j) if tn[k] in content)
+    last = next(k for k in range(j - 1, i - 1, -1) if tn[k] in content)
+    return p.starts[first], p.ends[last]
 
 
 def _disagreements(profile: _ClaimProfile, p: _Passage, w: int) -> list[str]:
@@ -135,10 +137,10 @@ def _disagreements(profile: _ClaimProfile, p: _Passage, w: int) -> list[str]:
     if missing_entities:
         problems.append("name not in passage: " + ", ".join(sorted(missing_entities)))
     i, j = p.windows[w]
-    hit_idx = [k for k in range(i, j) if p.toks[k].norm in profile.content]
+    hit_idx = [k for k in range(i, j) if p.tnorms[k] in profile.content]
     lo = max(i, hit_idx[0] - _NEGATION_LOOKBEHIND) if hit_idx else i
     hi = min(j, hit_idx[-1] + 1 + _NEGATION_LOOKAHEAD) if hit_idx else j
-    passage_negated = any(p.toks[k].is_negation for k in range(lo, hi))
+    passage_negated = any(p.negs[lo:hi])
     if passage_negated != profile.negated:
         problems.append("negation differs" + (" (claim negated)" if profile.negated else " (passage negated)"))
     return problems

@@ -1,0 +1,268 @@
+"""Synthetic but realistic ragspan workspaces for the scale benchmark.
+
+    .venv/bin/python benchmarks/scale/generate.py --chunks 100000 --answers 10000 --out /tmp/ws
+
+Real sentences, recombined: the sentence pool is every sentence of the XQuAD paragraphs
+and ClapNQ passages in `../shared/data` (read at run time, never copied into the repo;
+`RAGSPAN_BENCH_DATA` overrides the folder), cut with ragspan's own sentence splitter and
+kept when it is one clean sentence (40–300 characters, ≥ 6 words, ends in . ! ?). 10 % of
+the pool is held out of the corpus: the hallucinations are drawn from it.
+
+- corpus: documents of 1–8 chunks; a chunk is 3–5 pool sentences joined by spaces;
+  chunks are separated by a blank line; `chunks.jsonl` gives their exact offsets.
+  Metadata: `doc_type` (4 values) on documents, `topic` (8 values) on questions.
+- run `runs/scale.jsonl`: one answer per question, 3–5 claims (mean 4), each claim a
+  pool sentence whose label is known by construction; 10 retrieved chunks in rank
+  order with decreasing scores, `context_k` 3:
+
+  | label | share | construction |
+  |---|---|---|
+  | correct | 45 % | a sentence of a chunk retrieved at rank 1–3 |
+  | rank_failure | 15 % | a sentence of a chunk at rank 4–10, not in ranks 1–3 |
+  | retrieval_miss | 15 % | a sentence of a chunk that is not retrieved (nor any chunk holding it) |
+  | synthesis_error | 12 % | a sentence with a number, of a chunk at rank 1–3, the number swapped for a 5-digit one |
+  | hallucination | 13 % | a held-out sentence (in no chunk) |
+
+  The other retrieved slots are random chunks holding none of the answer's sentences.
+- `expected_labels.csv`: question_id, claim, label (the construction's label).
+- `changed/`: the same corpus, chunks and questions (symlinks) and a run of the same
+  name where a random 5 % of the answers are regenerated — for the changed re-run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import random
+import re
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+LABEL_MIX = {"correct": 0.45, "rank_failure": 0.15, "retrieval_miss": 0.15, "synthesis_error": 0.12,
+             "hallucination": 0.13}
+DOC_TYPES = ("manual", "faq", "release-notes", "wiki")
+TOPICS = ("storage", "compute", "network", "billing", "security", "database", "history", "science")
+TOP_K, CONTEXT_K = 10, 3
+_NUMBER = re.compile(r"(?<![\w.,$])\d{1,4}(?![\w.,%])")
+_END = re.compile(r"[.!?]$")
+
+
+def sentence_pool() -> list[str]:
+    from _data import load_clapnq, load_xquad
+
+    from ragspan.tasks.text import sentence_spans
+
+    xdocs, _ = load_xquad()
+    cdocs, _ = load_clapnq()
+    seen, pool = set(), []
+    for d in xdocs + cdocs:
+        for s, e in sentence_spans(d.text):
+            t = " ".join(d.text[s:e].split())
+            if (40 <= len(t) <= 300 and len(t.split()) >= 6 and _END.search(t) and ";" not in t
+                    and t not in seen and len(sentence_spans(t)) == 1):
+                seen.add(t)
+                pool.append(t)
+    return pool
+
+
+class Corpus:
+    def __init__(self, n_chunks: int, pool: list[str], rng: random.Random):
+        self.chunk_sents: list[tuple[int, ...]] = []  # pool indexes of each chunk
+        self.chunk_text: list[str] = []
+        self.docs: list[dict] = []
+        self.chunks: list[dict] = []
+        self.holders: dict[int, list[int]] = {}  # pool index -> chunks holding it
+        d = 0
+        while len(self.chunks) < n_chunks:
+            n = min(rng.randint(1, 8), n_chunks - len(self.chunks))
+            doc_id, parts, pos = f"doc{d:06d}", [], 0
+            for i in range(n):
+                sents = tuple(rng.randrange(len(pool)) for _ in range(rng.randint(3, 5)))
+                text = " ".join(pool[s] for s in sents)
+                c = len(self.chunks)
+                self.chunks.append({"chunk_id": f"{doc_id}#{i}", "doc_id": doc_id,
+                                    "char_start": pos, "char_end": pos + len(text)})
+                self.chunk_sents.append(sents)
+                self.chunk_text.append(text)
+                for s in set(sents):
+                    self.holders.setdefault(s, []).append(c)
+                parts.append(text)
+                pos += len(text) + 2
+            self.docs.append({"doc_id": doc_id, "text": "\n\n".join(parts), "doc_type": rng.choice(DOC_TYPES)})
+            d += 1
+
+
+def _swap_number(sentence: str, rng: random.Random) -> str | None:
+    nums = list(_NUMBER.finditer(sentence))
+    if not nums:
+        return None
+    m = rng.choice(nums)
+    new = str(rng.randint(10000, 99999))
+    return sentence[: m.start()] + new + sentence[m.end():]
+
+
+def make_answer(qid: str, corpus: Corpus, pool: list[str], held_out: list[int], rng: random.Random) -> tuple[dict, list[tuple[str, str]]]:
+    n_chunks = len(corpus.chunks)
+    labels = rng.choices(list(LABEL_MIX), weights=list(LABEL_MIX.values()), k=rng.randint(3, 5))
+    slots: list[int | None] = [None] * TOP_K  # chunk index per rank (0-based)
+    claims: list[tuple[str, str]] = []
+    own: set[int] = set()  # pool sentences the answer states (distractors must not hold them)
+    for label in labels:
+        for _ in range(50):  # a few tries to satisfy the construction
+            if label == "hallucination":
+                s = rng.choice(held_out)
+                claims.append((pool[s], label))
+                own.add(s)
+                break
+            in_ctx = label in ("correct", "synthesis_error")
+            free = [r for r in (range(CONTEXT_K) if in_ctx else range(CONTEXT_K, TOP_K)) if slots[r] is None]
+            used = [slots[r] for r in range(TOP_K) if slots[r] is not None]
+            if label != "retrieval_miss" and used and rng.random() < 0.5:
+                # reuse a chunk already placed in the right zone (answers lean on few chunks)
+                zone = [slots[r] for r in (range(CONTEXT_K) if in_ctx else range(CONTEXT_K, TOP_K)) if slots[r] is not None]
+                c = rng.choice(zone) if zone else rng.randrange(n_chunks)
+            else:
+                c = rng.randrange(n_chunks)
+            if c not in slots and label != "retrieval_miss" and not free:
+                continue
+            if label == "synthesis_error":
+                choices = [s for s in corpus.chunk_sents[c] if _NUMBER.search(pool[s])]
+                if not choices:
+                    continue
+                s = rng.choice(choices)
+                text = _swap_number(pool[s], rng)
+            else:
+                s = rng.choice(corpus.chunk_sents[c])
+                text = pool[s]
+            if s in own:
+                continue
+            holders = set(corpus.holders[s])
+            ctx = {slots[r] for r in range(CONTEXT_K)} - {None}
+            ret = set(slots) - {None}
+            if label == "rank_failure" and (holders & ctx):
+                continue
+            if label == "retrieval_miss" and (holders & ret or c in ret):
+                continue
+            if c not in slots and label != "retrieval_miss":
+                slots[rng.choice(free)] = c
+            claims.append((text, label))
+            own.add(s)
+            break
+    # distractors: random chunks holding none of the answer's sentences
+    for r in range(TOP_K):
+        while slots[r] is None:
+            c = rng.randrange(n_chunks)
+            if c not in slots and not (own & set(corpus.chunk_sents[c])):
+                slots[r] = c
+    score = round(rng.uniform(0.85, 0.95), 3)
+    retrieved = []
+    for c in slots:
+        retrieved.append({"chunk_id": corpus.chunks[c]["chunk_id"], "score": score})
+        score = round(score - rng.uniform(0.005, 0.03), 3)
+    answer = " ".join(t for t, _ in claims)
+    return {"question_id": qid, "answer": answer, "retrieved": retrieved, "context_k": CONTEXT_K}, claims
+
+
+def _check_constraints(rec: dict, claims: list[tuple[str, str]], corpus: Corpus, pool_index: dict[str, int], ids: dict[str, int]) -> bool:
+    """A later claim's chunk placement can break an earlier claim's construction (a chunk
+    holding a rank_failure sentence landing in context): re-check all of them."""
+    ranks = [ids[r["chunk_id"]] for r in rec["retrieved"]]
+    ctx, ret = set(ranks[:CONTEXT_K]), set(ranks)
+    for text, label in claims:
+        s = pool_index.get(text)
+        if label == "rank_failure" and (s is None or set(corpus.holders[s]) & ctx):
+            return False
+        if label == "retrieval_miss" and (s is None or set(corpus.holders[s]) & ret):
+            return False
+    return True
+
+
+def write_workspace(out: Path, n_chunks: int, n_answers: int, seed: int = 13, changed_share: float = 0.05) -> dict:
+    t0 = time.perf_counter()
+    rng = random.Random(seed)
+    pool = sentence_pool()
+    order = list(range(len(pool)))
+    rng.shuffle(order)
+    held_out = sorted(order[: len(pool) // 10])
+    corpus_pool = [pool[i] for i in order[len(pool) // 10:]]
+    held = [pool[i] for i in held_out]
+    pool = corpus_pool + held  # corpus sentences first; held-out ones never enter a chunk
+    held_idx = list(range(len(corpus_pool), len(pool)))
+    corpus = Corpus(n_chunks, corpus_pool, rng)
+    for s in held_idx:
+        corpus.holders[s] = []
+    pool_index = {t: i for i, t in enumerate(pool)}
+    ids = {c["chunk_id"]: i for i, c in enumerate(corpus.chunks)}
+
+    def answer(qid: str, r: random.Random) -> tuple[dict, list]:
+        while True:
+            rec, claims = make_answer(qid, corpus, pool, held_idx, r)
+            if claims and _check_constraints(rec, claims, corpus, pool_index, ids):
+                return rec, claims
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "runs").mkdir(exist_ok=True)
+    with open(out / "corpus.jsonl", "w", encoding="utf-8") as f:
+        for d in corpus.docs:
+            f.write(json.dumps(d, ensure_ascii=False) + "\n")
+    with open(out / "chunks.jsonl", "w", encoding="utf-8") as f:
+        for c in corpus.chunks:
+            f.write(json.dumps(c) + "\n")
+    records, expected = [], []
+    with open(out / "questions.csv", "w", encoding="utf-8", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["question_id", "question", "topic"])
+        for i in range(n_answers):
+            qid = f"q{i:05d}"
+            rec, claims = answer(qid, rng)
+            records.append(rec)
+            expected.extend((qid, t, lab) for t, lab in claims)
+            w.writerow([qid, "What about " + " ".join(claims[0][0].split()[:6]).rstrip(".,") + "?", rng.choice(TOPICS)])
+    _write_run(out / "runs" / "scale.jsonl", records)
+    with open(out / "expected_labels.csv", "w", encoding="utf-8", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["question_id", "claim", "label"])
+        w.writerows(expected)
+    # the changed variant: same inputs but a random share of the answers regenerated
+    ch = out / "changed"
+    (ch / "runs").mkdir(parents=True, exist_ok=True)
+    for name in ("corpus.jsonl", "chunks.jsonl", "questions.csv"):
+        link = ch / name
+        if not link.exists():
+            os.symlink(out / name, link)
+    crng = random.Random(seed + 1)
+    picked = set(crng.sample(range(n_answers), max(1, round(changed_share * n_answers))))
+    changed = [answer(r["question_id"], crng)[0] if i in picked else r for i, r in enumerate(records)]
+    _write_run(ch / "runs" / "scale.jsonl", changed)
+    info = {"chunks": n_chunks, "answers": n_answers, "claims": len(expected), "documents": len(corpus.docs),
+            "pool_sentences": len(corpus_pool), "held_out_sentences": len(held), "seed": seed,
+            "changed_answers": len(picked), "corpus_mb": round((out / "corpus.jsonl").stat().st_size / 2**20, 1),
+            "generate_s": round(time.perf_counter() - t0, 2)}
+    (out / "info.json").write_text(json.dumps(info, indent=2))
+    return info
+
+
+def _write_run(path: Path, records: list[dict]) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        for r in records:
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--chunks", type=int, default=1000)
+    ap.add_argument("--answers", type=int, default=100)
+    ap.add_argument("--seed", type=int, default=13)
+    ap.add_argument("--out", required=True, help="workspace directory (outside the repo, or gitignored)")
+    a = ap.parse_args()
+    print(json.dumps(write_workspace(Path(a.out), a.chunks, a.answers, a.seed)))
+
+
+if __name__ == "__main__":
+    main()
