@@ -102,6 +102,10 @@ def _records(table: pd.DataFrame) -> list[dict]:
 def diagnoses_for_claims(claims: pd.DataFrame, judged: Iterable[pd.DataFrame], support_threshold: float) -> pd.DataFrame:
     per_claim: dict[str, list[dict]] = {}
     for table in judged:
+        # Only rows that can decide something: a supported/partial verdict or a judge
+        # error (an `unsupported` verdict never supports, is never "about" the claim and
+        # never fails; at scale it is most rows).
+        table = table[table["verdict"].isin(("supported", "partial")) | table["error"].notna()]
         for j in _records(table):
             per_claim.setdefault(j["claim_id"], []).append(j)
     rows = []

@@ -17,17 +17,21 @@ from ragspan.tasks.orchestration import step_task
 _PASSAGE_COLUMNS = ("source", "chunk_id", "doc_id", "passage_start", "rank", "in_context", "score", "passage_text")
 
 
-def passages_per_claim(claims: pd.DataFrame, passages: pd.DataFrame) -> list[tuple[dict, list[dict]]]:
-    """Pairs each claim with its passages: per question, or per claim for search hits."""
-    by_question: dict[str, list[dict]] = {}
-    by_claim: dict[str, list[dict]] = {}
-    for p in passages.sort_values(["question_id", "source", "rank"], kind="stable").to_dict("records"):
-        if isinstance(p["claim_id"], str):
-            by_claim.setdefault(p["claim_id"], []).append(p)
+def passages_per_claim(claims: pd.DataFrame, passages: pd.DataFrame) -> list[tuple[dict, list[int]]]:
+    """Pairs each claim with its passages (row positions in `passages`): per question, or
+    per claim for search hits; claim hits first, each group in (source, rank) order."""
+    by_question: dict[str, list[int]] = {}
+    by_claim: dict[str, list[int]] = {}
+    order = passages.sort_values(["question_id", "source", "rank"], kind="stable").index
+    positions = passages.index.get_indexer(order)
+    for pos, qid, cid in zip(positions, passages["question_id"].to_numpy()[positions],
+                             passages["claim_id"].to_numpy()[positions]):
+        if isinstance(cid, str):
+            by_claim.setdefault(cid, []).append(int(pos))
         else:
-            by_question.setdefault(p["question_id"], []).append(p)
+            by_question.setdefault(qid, []).append(int(pos))
     out = []
-    for c in claims.to_dict("records"):
+    for c in claims[["claim_id", "question_id", "claim", "decompose_error"]].to_dict("records"):
         if isinstance(c["decompose_error"], str):
             continue  # the answer could not be split: nothing to judge, diagnose says unjudged
         mine = by_claim.get(c["claim_id"], []) + by_question.get(c["question_id"], [])
@@ -37,22 +41,33 @@ def passages_per_claim(claims: pd.DataFrame, passages: pd.DataFrame) -> list[tup
 
 
 def candidates_for_claims(claims: pd.DataFrame, passages: pd.DataFrame, judge: Judge) -> tuple[pd.DataFrame, JudgeStats]:
-    rows: list[dict] = []
+    """One row per (claim, passage), built column-wise: the passage columns are taken from
+    `passages` by position, the verdict columns from the judge's answers."""
     stats = JudgeStats()
+    passages = passages.reset_index(drop=True)
     work = passages_per_claim(claims, passages)
-    verdict_lists = judge.judge_many([(c["claim"], [p["passage_text"] for p in mine]) for c, mine in work])
+    texts = passages["passage_text"].tolist()
+    verdict_lists = judge.judge_many([(c["claim"], [texts[i] for i in mine]) for c, mine in work])
+    take: list[int] = []
+    cols: dict[str, list] = {k: [] for k in ("claim_id", "verdict", "confidence", "quote", "quote_start", "reason", "error")}
     for (claim, mine), verdicts in zip(work, verdict_lists, strict=True):
-        for p, v in zip(mine, verdicts, strict=True):
-            row = {"claim_id": claim["claim_id"], **{k: p[k] for k in _PASSAGE_COLUMNS}}
+        if len(mine) != len(verdicts):
+            raise ValueError(f"judge returned {len(verdicts)} verdicts for {len(mine)} passages")
+        take.extend(mine)
+        cols["claim_id"].extend([claim["claim_id"]] * len(mine))
+        for v in verdicts:
             if isinstance(v, JudgeFailure):
                 stats += JudgeStats.failure(v.kind)
-                row.update(verdict=None, confidence=None, quote=None, quote_start=None,
-                           reason=v.detail, error=v.kind)
+                row = (None, None, None, None, v.detail, v.kind)
             else:
-                row.update(verdict=v.verdict, confidence=v.confidence, quote=v.quote,
-                           quote_start=v.quote_start, reason=v.reason, error=None)
-            rows.append(row)
-    return schemas.table(rows, schemas.Candidates), stats + judge.stats
+                row = (v.verdict, v.confidence, v.quote, v.quote_start, v.reason, None)
+            for k, x in zip(("verdict", "confidence", "quote", "quote_start", "reason", "error"), row):
+                cols[k].append(x)
+    table = passages.iloc[take][list(_PASSAGE_COLUMNS)].reset_index(drop=True)
+    for k, values in cols.items():
+        table[k] = pd.Series(values, dtype=object)
+    columns = list(schemas.Candidates.to_schema().columns)
+    return schemas.Candidates.validate(table[columns]), stats + judge.stats
 
 
 @step_task("extract")

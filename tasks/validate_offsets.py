@@ -21,29 +21,43 @@ from ragspan.tasks.orchestration import step_task
 from ragspan.tasks.text import locate_quote
 
 
+_KEEP = ("claim_id", "source", "chunk_id", "doc_id", "rank", "in_context", "score", "verdict", "confidence",
+         "reason", "error")
+
+
 def judgements_from_candidates(candidates: pd.DataFrame) -> tuple[pd.DataFrame, JudgeStats]:
-    rows: list[dict] = []
+    """Column-wise: only the rows with a quote to place (a supported/partial verdict on a
+    document passage — a small share of all pairs) are visited one by one."""
+    c = candidates.reset_index(drop=True)
+    n = len(c)
+    verdict, confidence = c["verdict"].astype(object).tolist(), c["confidence"].astype(object).tolist()
+    reason, error = c["reason"].astype(object).tolist(), c["error"].astype(object).tolist()
+    char_start: list = [None] * n
+    char_end: list = [None] * n
+    span_text: list = [None] * n
+    match: list = [None] * n
     invalid = 0
-    for c in candidates.to_dict("records"):
-        row = {k: c[k] for k in ("claim_id", "source", "chunk_id", "doc_id", "rank", "in_context",
-                                 "score", "verdict", "confidence", "reason", "error")}
-        row.update(char_start=None, char_end=None, span_text=None, match=None)
-        quote = c["quote"] if isinstance(c["quote"], str) else None
-        has_doc = c["source"] != "reference" and pd.notna(c["passage_start"])
-        if pd.notna(c["verdict"]) and c["verdict"] != "unsupported" and quote is not None and has_doc:
-            hint = int(c["quote_start"]) if pd.notna(c["quote_start"]) else None
-            found = locate_quote(c["passage_text"], quote, hint)
-            if found is None:
-                invalid += 1
-                row.update(verdict=None, confidence=None, error="invalid_quote",
-                           reason=f"quote not found in the passage: {quote[:80]!r}")
-            else:
-                s, e, match = found
-                base = int(c["passage_start"])
-                row.update(char_start=base + s, char_end=base + e,
-                           span_text=c["passage_text"][s:e], match=match)
-        rows.append(row)
-    return schemas.table(rows, schemas.Judgements), JudgeStats(invalid_quotes=invalid)
+    need = (c["verdict"].notna() & (c["verdict"] != "unsupported") & c["quote"].notna()
+            & (c["source"] != "reference") & c["passage_start"].notna()).to_numpy(dtype=bool)
+    sub = c[need]
+    for i, text, quote, qs, base in zip(sub.index, sub["passage_text"], sub["quote"], sub["quote_start"],
+                                        sub["passage_start"]):
+        hint = int(qs) if pd.notna(qs) else None
+        found = locate_quote(text, quote, hint)
+        if found is None:
+            invalid += 1
+            verdict[i], confidence[i], error[i] = None, None, "invalid_quote"
+            reason[i] = f"quote not found in the passage: {quote[:80]!r}"
+        else:
+            s, e, how = found
+            char_start[i], char_end[i], span_text[i], match[i] = int(base) + s, int(base) + e, text[s:e], how
+    table = c[list(_KEEP)].copy()
+    for k, values in (("verdict", verdict), ("confidence", confidence), ("reason", reason), ("error", error),
+                      ("char_start", char_start), ("char_end", char_end), ("span_text", span_text),
+                      ("match", match)):
+        table[k] = pd.Series(values, dtype=object)
+    columns = list(schemas.Judgements.to_schema().columns)
+    return schemas.Judgements.validate(table[columns]), JudgeStats(invalid_quotes=invalid)
 
 
 @step_task("validate-offsets")

@@ -143,14 +143,19 @@ def test_rag_command_template():
         watch_mod.fill_command("run {nope}", values)
 
 
-def test_watch_params_and_the_params_copy_for_evaluate(tmp_path, state_dir):
+def test_watch_params_live_in_settings_outside_the_fingerprint(tmp_path, state_dir):
+    from ragspan.tasks.config import load_settings
+
     p = tmp_path / "params.yaml"
     p.write_text(yaml.safe_dump({"judge": {"support_threshold": 0.8}, "rag": {"command": RAG_COMMAND},
                                  "schedule": {"cron": "*/5 * * * *"}}))
     wp = watch_mod.load_watch_params(p)
     assert wp.rag.command == RAG_COMMAND and wp.schedule.cron == "*/5 * * * *" and wp.rag.index == "demo"
-    copy = watch_mod.evaluate_params(p)
-    assert yaml.safe_load(copy.read_text()) == {"judge": {"support_threshold": 0.8}}
+    assert watch_mod.evaluate_params(p) == p
+    # a new cron line or RAG command must not invalidate every cache
+    p2 = tmp_path / "params2.yaml"
+    p2.write_text(yaml.safe_dump({"judge": {"support_threshold": 0.8}}))
+    assert load_settings(p).fingerprint() == load_settings(p2).fingerprint()
     p.write_text(yaml.safe_dump({"rag": {"comand": "typo"}}))
     with pytest.raises(watch_mod.ConfigError, match="comand"):
         watch_mod.load_watch_params(p)
