@@ -41,6 +41,13 @@ def _resolve_run(args: argparse.Namespace) -> tuple[str, str]:
     return data, run
 
 
+def _judge_overrides(args: argparse.Namespace) -> dict[str, str]:
+    """CLI flags that mirror params.yaml judge keys."""
+    given = {"judge.kind": getattr(args, "judge", None), "judge.model": getattr(args, "model", None),
+             "judge.base_url": getattr(args, "base_url", None)}
+    return {k: v for k, v in given.items() if v}
+
+
 def _checked_workspace(data: str | None, run: str | None, params: str | None):
     """Load and validate every input in this process, without Prefect: a bad input is
     reported as one line here, before a flow (or any judge call) starts."""
@@ -75,7 +82,15 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     data, run = _resolve_run(args)
     out = args.out or str(Path("results") / run)
     ws = _checked_workspace(data, run, args.params)
-    settings = load_settings(_params_path(args.params))
+    overrides = _judge_overrides(args)
+    settings = load_settings(_params_path(args.params), overrides)
+    if args.dry_run:
+        from ragspan.tasks.estimate import judge_call_estimate
+
+        estimate = judge_call_estimate(ws.answers, ws.retrieved, ws.questions, settings)
+        print(json.dumps(estimate) if args.json else
+              "dry run (no judge call made): " + ", ".join(f"{k}={v}" for k, v in estimate.items()))
+        return 0
     shard_size = max(1, settings.pipeline.shard_size)
     mode = args.progress or ("none" if args.quiet else "auto")
     reporter = progress.make(mode)
@@ -83,7 +98,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         reporter.start(run, len(ws.answers), -(-len(ws.answers) // shard_size))
         runner = task_runner(args.task_runner, settings.pipeline.shard_concurrency, args.dask_address)
         metrics = evaluate.with_options(task_runner=runner)(
-            data_dir=data, run=run, out_dir=out, params_path=_params_path(args.params), judge=args.judge)
+            data_dir=data, run=run, out_dir=out, params_path=_params_path(args.params), overrides=overrides)
         reporter.done(metrics["claims"], {k: v["count"] for k, v in metrics["labels"].items()})
     if args.json:
         print(json.dumps({k: metrics[k] for k in ("run", "claims", "judged", "unjudged", "labels")}))
@@ -108,6 +123,10 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--run", help="run name: DATA/runs/NAME.jsonl (default: first of params data.runs)")
     ev.add_argument("--out", help="results directory (default: results/NAME)")
     ev.add_argument("--judge", choices=["local", "openai"], help="override params judge.kind")
+    ev.add_argument("--model", help="override params judge.model (openai judge)")
+    ev.add_argument("--base-url", help="override params judge.base_url (openai judge)")
+    ev.add_argument("--dry-run", action="store_true",
+                    help="validate, print how many judge calls the run would make, and stop")
     ev.add_argument("--params", help="parameters file (default: ./params.yaml if present)")
     ev.add_argument("--task-runner", choices=["thread", "dask"], default="thread",
                     help="where shards run (default: a thread pool; see flows/runners.py)")

@@ -41,8 +41,8 @@ def evaluate_shard(shard: Shard, spec: JudgeSpec, index_dir: str, top_k: int, th
 @flow(name="evaluate", log_prints=False,
       task_runner=ThreadPoolTaskRunner(max_workers=PipelineParams().shard_concurrency))
 def evaluate(data_dir: str, run: str, out_dir: str, params_path: str | None = None,
-             judge: str | None = None) -> dict:
-    settings = load_settings(params_path, {"judge.kind": judge} if judge else None)
+             judge: str | None = None, overrides: dict[str, str] | None = None) -> dict:
+    settings = load_settings(params_path, {**(overrides or {}), **({"judge.kind": judge} if judge else {})})
     spec, code, thr = judge_spec(settings.judge), code_version(), settings.judge.support_threshold
     with output_lock(Path(out_dir)):  # a second run on the same --out is refused, not raced
         ws = timed(load_inputs, data_dir, run, settings)  # bad input stops here: before any judge call
