@@ -197,7 +197,7 @@ def spans_from_judgements(judgements: pd.DataFrame) -> pd.DataFrame:
     from ragspan.tasks import schemas
 
     found = judgements[judgements["match"].notna() & (judgements["source"] != "reference")]
-    cols = list(schemas.Spans.to_schema().columns)
+    cols = [c for c in schemas.Spans.to_schema().columns if c in found.columns]  # byte offsets come later
     return schemas.Spans.validate(found[cols].reset_index(drop=True))
 
 
@@ -206,6 +206,14 @@ def broken_spans(spans: pd.DataFrame, corpus: pd.DataFrame) -> list[str]:
     texts = dict(zip(corpus["doc_id"], corpus["text"]))
     return [c for c, d, s, e, t in zip(spans["claim_id"], spans["doc_id"], spans["char_start"],
                                       spans["char_end"], spans["span_text"]) if texts[d][s:e] != t]
+
+
+def with_byte_offsets(table: pd.DataFrame, texts: dict[str, str]) -> pd.DataFrame:
+    """`table` plus byte_start/byte_end: the span's UTF-8 byte offsets (null where none)."""
+    from ragspan.tasks.byte_offsets import utf8_spans
+
+    bs, be = utf8_spans(texts, table["doc_id"].tolist(), table["char_start"].tolist(), table["char_end"].tolist())
+    return table.assign(byte_start=pd.array(bs, dtype="Int64"), byte_end=pd.array(be, dtype="Int64"))
 
 
 def write_results(out_dir: Path, run: str, claims: pd.DataFrame, judgements: pd.DataFrame,
@@ -229,10 +237,11 @@ def write_results(out_dir: Path, run: str, claims: pd.DataFrame, judgements: pd.
     page = render_html(metrics, diagnoses, answers, corpus, spans=spans, questions=questions,
                        retrieved=retrieved, comparison=comparison)
     summary = summary_markdown(metrics, comparison, tuple(n for n in images if n.endswith(".png")))
+    texts = dict(zip(corpus["doc_id"], corpus["text"]))
     write_atomic_dir(out_dir, {
         "claims.parquet": lambda p: claims.to_parquet(p, index=False),
-        "spans.parquet": lambda p: spans.to_parquet(p, index=False),
-        "diagnoses.parquet": lambda p: diagnoses.to_parquet(p, index=False),
+        "spans.parquet": lambda p: with_byte_offsets(spans, texts).to_parquet(p, index=False),
+        "diagnoses.parquet": lambda p: with_byte_offsets(diagnoses, texts).to_parquet(p, index=False),
         "metrics.json": lambda p: p.write_text(json.dumps(metrics, indent=2, sort_keys=False) + "\n", encoding="utf-8"),
         "taxonomy.csv": lambda p: taxonomy_rows(run, metrics).to_csv(p, index=False),
         "report.html": lambda p: p.write_text(page, encoding="utf-8"),

@@ -189,6 +189,9 @@ class Spans(pa.DataFrameModel):
     verdict: Series[str] = pa.Field(isin=list(VERDICTS))
     confidence: Series[float] = pa.Field(ge=0, le=1)
     reason: Series[str] = pa.Field(nullable=True)
+    # UTF-8 byte offsets of the same span, for consumers in other languages (written files only)
+    byte_start: Optional[Series[pd.Int64Dtype]] = pa.Field(ge=0)
+    byte_end: Optional[Series[pd.Int64Dtype]] = pa.Field(ge=0)
 
     class Config:
         strict = True
@@ -220,6 +223,8 @@ class Diagnoses(pa.DataFrameModel):
     evidence_source: Series[str] = pa.Field(nullable=True)  # retrieved | corpus
     match: Series[str] = pa.Field(nullable=True, isin=list(MATCHES))
     confidence: Series[float] = pa.Field(nullable=True, ge=0, le=1)
+    byte_start: Optional[Series[pd.Int64Dtype]] = pa.Field(nullable=True, ge=0)
+    byte_end: Optional[Series[pd.Int64Dtype]] = pa.Field(nullable=True, ge=0)
 
     class Config:
         strict = True

@@ -143,8 +143,6 @@ def test_a_quote_from_another_passage_is_not_accepted_for_this_one(tmp_path):
     assert second.verdict == "supported" and passages[1][second.quote_start:].startswith(FORGED_QUOTE)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: a key pasted into judge.api_key_env is echoed in the ConfigError "
-                                       "(tasks/judges/openai_judge.py openai_spec); see SECURITY.md")
 def test_a_key_pasted_where_the_variable_name_belongs_is_not_echoed(monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with pytest.raises(ConfigError) as err:

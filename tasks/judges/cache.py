@@ -34,6 +34,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 CACHE_FILE = "judge-cache.sqlite"
 _BUSY_TIMEOUT_MS = 60_000
+_INIT_LOCK = threading.Lock()  # one thread at a time sets a cache file up
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS judge_calls (
     key               TEXT PRIMARY KEY,
@@ -85,9 +86,24 @@ class JudgeCache:
         self._conn = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_MS / 1000, isolation_level=None,
                                      check_same_thread=False)
         self._conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
-        self._conn.execute("PRAGMA journal_mode = WAL")
-        self._conn.execute("PRAGMA synchronous = NORMAL")
-        self._conn.executescript(_SCHEMA)
+        self._set_up()
+
+    def _set_up(self) -> None:
+        """WAL mode and the schema. Switching to WAL takes an exclusive lock that the busy
+        timeout does not cover, so two shards (threads) or processes opening a new cache
+        at once can see "database is locked": serialise threads, retry across processes."""
+        deadline = time.monotonic() + _BUSY_TIMEOUT_MS / 1000
+        with _INIT_LOCK:
+            while True:
+                try:
+                    self._conn.execute("PRAGMA journal_mode = WAL")
+                    self._conn.execute("PRAGMA synchronous = NORMAL")
+                    self._conn.executescript(_SCHEMA)
+                    return
+                except sqlite3.OperationalError as exc:
+                    if "locked" not in str(exc) or time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.01)
 
     # -- calls -------------------------------------------------------------------------------
 

@@ -46,6 +46,7 @@ import email.utils
 import hashlib
 import ipaddress
 import json
+import re
 import logging
 import os
 import random
@@ -190,6 +191,10 @@ def openai_spec(params: Any) -> JudgeSpec:
     if parts.username or parts.password or parts.query:
         raise ConfigError("judge.base_url must not carry credentials or a query string: the key comes from "
                           "the environment only")
+    key_env = (getattr(params, "api_key_env", "") or "").strip()
+    if key_env and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key_env):
+        # Never echo the value: it is most likely the key itself, pasted in the wrong place.
+        raise ConfigError("judge.api_key_env must name an environment variable, not hold the key")
     defaults = OpenAIOptions()
     options = []
     for f in fields(OpenAIOptions):
