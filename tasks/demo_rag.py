@@ -31,15 +31,14 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import sys
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import bm25s
 import pandas as pd
 from ragspan.tasks.corpus_search import index_terms
+from ragspan.tasks.outputs import write_atomic_dir
 from ragspan.tasks.text import sentence_spans
 
 DEMO_INDEX_FORMAT = "demo-bm25-1"
@@ -138,21 +137,12 @@ def build_index(data_dir: str | Path, spec: IndexSpec, index_dir: str | Path) ->
     retriever = bm25s.BM25()
     retriever.index([index_terms(t) or ["\x00"] for t in held["text"]], show_progress=False)
     target = Path(index_dir)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
-    try:
-        retriever.save(tmp / "bm25", show_progress=False)
-        held[["chunk_id"]].to_json(tmp / "chunks.jsonl", orient="records", lines=True)
-        (tmp / "index.json").write_text(json.dumps(
-            {"format": DEMO_INDEX_FORMAT, "spec": asdict(spec), "chunks": len(held)}, indent=2))
-        old = target.parent / f".{target.name}.old"
-        if target.exists():
-            os.replace(target, old)
-        os.replace(tmp, target)
-        shutil.rmtree(old, ignore_errors=True)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+    info = {"format": DEMO_INDEX_FORMAT, "spec": asdict(spec), "chunks": len(held)}
+    write_atomic_dir(target, {
+        "bm25": lambda p: retriever.save(p, show_progress=False),
+        "chunks.jsonl": lambda p: held[["chunk_id"]].to_json(p, orient="records", lines=True),
+        "index.json": lambda p: p.write_text(json.dumps(info, indent=2)),
+    })
     return target
 
 

@@ -12,9 +12,9 @@ import hashlib
 import os
 import shutil
 import tempfile
-from pathlib import Path
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterator
+from pathlib import Path
 
 
 def write_atomic_dir(out_dir: Path, writers: dict[str, Callable[[Path], None]]) -> Path:
@@ -27,8 +27,9 @@ def write_atomic_dir(out_dir: Path, writers: dict[str, Callable[[Path], None]]) 
     try:
         for name, write in writers.items():
             write(tmp / name)
-            with open(tmp / name, "rb") as fh:
-                os.fsync(fh.fileno())
+            if (tmp / name).is_file():  # a writer may also produce a directory (an index)
+                with open(tmp / name, "rb") as fh:
+                    os.fsync(fh.fileno())
         old = out_dir.parent / f".{out_dir.name}.tmp-old"
         if out_dir.exists():
             os.replace(out_dir, old)
@@ -64,7 +65,7 @@ def output_lock(out_dir: Path) -> Iterator[None]:
     locks = state_dir() / "locks"
     locks.mkdir(parents=True, exist_ok=True)
     path = locks / (hashlib.sha256(target.encode()).hexdigest()[:24] + ".lock")
-    fh = open(path, "a+", encoding="utf-8")
+    fh = open(path, "a+", encoding="utf-8")  # noqa: SIM115 (held across the yield, closed below)
     try:
         try:
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
