@@ -24,12 +24,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))  # the scripted server lives with the tests
 
-from fake_openai_server import FakeOpenAIServer  # noqa: E402
+from fake_openai_server import FakeOpenAIServer
 
 
 def evaluate_sample(server: FakeOpenAIServer, work: Path) -> dict:
     import pandas as pd
-
     from ragspan.flows.cli import main
 
     out = work / "out"

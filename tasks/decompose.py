@@ -7,7 +7,6 @@ located in the answer (exact, then normalised) so its offsets are real or null.
 from __future__ import annotations
 
 import pandas as pd
-
 from ragspan.tasks import schemas
 from ragspan.tasks.judges import make_judge
 from ragspan.tasks.judges.base import ClaimText, Judge, JudgeFailure, JudgeSpec, JudgeStats

@@ -32,7 +32,7 @@ def judge_call_estimate(answers, retrieved, questions, settings: Settings) -> di
     search_calls = claims * ceil(settings.search.top_k / per_call) if settings.search.top_k else 0
     return {
         "judge": settings.judge.kind,
-        "answers": int(len(answers)),
+        "answers": len(answers),
         "decompose_calls": decompose_calls,
         "claims_estimated": claims,
         "extract_calls": extract_calls,

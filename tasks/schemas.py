@@ -6,8 +6,6 @@ that adds or drops a column by mistake fails at the boundary, not three steps la
 
 from __future__ import annotations
 
-from typing import Optional
-
 import pandas as pd
 import pandera.pandas as pa
 from pandera.typing import Series
@@ -47,7 +45,7 @@ class Chunks(pa.DataFrameModel):
 class Questions(pa.DataFrameModel):
     question_id: Series[str] = pa.Field(unique=True, str_length={"min_value": 1})
     question: Series[str]
-    reference_answer: Optional[Series[str]] = pa.Field(nullable=True)
+    reference_answer: Series[str] | None = pa.Field(nullable=True)
 
     class Config:
         strict = False
@@ -190,8 +188,8 @@ class Spans(pa.DataFrameModel):
     confidence: Series[float] = pa.Field(ge=0, le=1)
     reason: Series[str] = pa.Field(nullable=True)
     # UTF-8 byte offsets of the same span, for consumers in other languages (written files only)
-    byte_start: Optional[Series[pd.Int64Dtype]] = pa.Field(ge=0)
-    byte_end: Optional[Series[pd.Int64Dtype]] = pa.Field(ge=0)
+    byte_start: Series[pd.Int64Dtype] | None = pa.Field(ge=0)
+    byte_end: Series[pd.Int64Dtype] | None = pa.Field(ge=0)
 
     class Config:
         strict = True
@@ -223,8 +221,8 @@ class Diagnoses(pa.DataFrameModel):
     evidence_source: Series[str] = pa.Field(nullable=True)  # retrieved | corpus
     match: Series[str] = pa.Field(nullable=True, isin=list(MATCHES))
     confidence: Series[float] = pa.Field(nullable=True, ge=0, le=1)
-    byte_start: Optional[Series[pd.Int64Dtype]] = pa.Field(nullable=True, ge=0)
-    byte_end: Optional[Series[pd.Int64Dtype]] = pa.Field(nullable=True, ge=0)
+    byte_start: Series[pd.Int64Dtype] | None = pa.Field(nullable=True, ge=0)
+    byte_end: Series[pd.Int64Dtype] | None = pa.Field(nullable=True, ge=0)
 
     class Config:
         strict = True

@@ -8,11 +8,10 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
-
 from conftest import REPO, SAMPLE
 from ragspan.flows.cli import main
 

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from conftest import REPO, SAMPLE
 from ragspan.tasks.schemas import LABELS
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from ragspan.tasks.judges.base import JudgeFailure, JudgeSpec, Verdict
 from ragspan.tasks.judges.local import LocalJudge, split_claims
 

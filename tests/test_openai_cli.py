@@ -7,7 +7,6 @@ import json
 
 import pandas as pd
 import pytest
-
 from conftest import SAMPLE
 from fake_openai_server import FakeOpenAIServer
 from ragspan.flows.cli import main

@@ -23,7 +23,7 @@ def make_judge(spec: JudgeSpec) -> Judge:
     raise ValueError(f"unknown judge kind {spec.kind!r}")
 
 
-def judge_spec(params: "JudgeParams") -> JudgeSpec:
+def judge_spec(params: JudgeParams) -> JudgeSpec:
     """The spec for the judge params.yaml asks for (its identity in every cache key)."""
     if params.kind == "local":
         from ragspan.tasks.judges.local import LOCAL_JUDGE_MODEL, LOCAL_JUDGE_VERSION

@@ -17,8 +17,9 @@ caller could swallow into a NaN: the diagnose step turns them into `unjudged`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Literal, Protocol, Sequence
+from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -81,7 +82,7 @@ class JudgeFailure(BaseModel):
 
 class Judge(Protocol):
     spec: JudgeSpec
-    stats: "JudgeStats"  # calls, cache hits, tokens: counted by the judge itself
+    stats: JudgeStats  # calls, cache hits, tokens: counted by the judge itself
 
     def decompose(self, answer: str) -> list[ClaimText] | JudgeFailure: ...
 
@@ -104,10 +105,10 @@ class JudgeStats(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
 
-    def __add__(self, other: "JudgeStats") -> "JudgeStats":
+    def __add__(self, other: JudgeStats) -> JudgeStats:
         return JudgeStats(**{k: getattr(self, k) + getattr(other, k) for k in type(self).model_fields})
 
     @classmethod
-    def failure(cls, kind: str) -> "JudgeStats":
+    def failure(cls, kind: str) -> JudgeStats:
         """The count of one judge failure of `kind`."""
         return cls(errors=1, retryable_errors=int(kind in RETRYABLE_FAILURES))

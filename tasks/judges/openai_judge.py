@@ -46,10 +46,10 @@ import email.utils
 import hashlib
 import ipaddress
 import json
-import re
 import logging
 import os
 import random
+import re
 import sys
 import threading
 import time
