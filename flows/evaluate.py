@@ -12,7 +12,6 @@ from pathlib import Path
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 from prefect.task_runners import ThreadPoolTaskRunner
-
 from ragspan.flows.ledger import StepLedger, timed
 from ragspan.tasks.config import PipelineParams, code_version, load_settings, state_dir
 from ragspan.tasks.corpus_search import build_index, corpus_search

@@ -25,7 +25,6 @@ import pandas as pd
 import tantivy
 from prefect import task
 from prefect.cache_policies import NO_CACHE
-
 from ragspan.tasks import schemas
 from ragspan.tasks.orchestration import step_task
 from ragspan.tasks.text import content_norms

@@ -20,10 +20,9 @@ never hide behind, or be turned into, another label.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import pandas as pd
-
 from ragspan.tasks import schemas
 from ragspan.tasks.orchestration import step_task
 

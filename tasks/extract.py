@@ -8,7 +8,6 @@ answer), so a verdict always says which passage — never a blob of joined conte
 from __future__ import annotations
 
 import pandas as pd
-
 from ragspan.tasks import schemas
 from ragspan.tasks.judges import make_judge
 from ragspan.tasks.judges.base import Judge, JudgeFailure, JudgeSpec, JudgeStats

@@ -50,6 +50,10 @@ STAGES = {
 _VERDICT_ORDER = {"supported": 0, "partial": 1, "unsupported": 2}
 
 
+# Above this many questions the drill-down shows those with the most failures only.
+MAX_DRILLDOWN_QUESTIONS = 2000
+
+
 def _missing(v: object) -> bool:
     if v is None or v is pd.NA or v is pd.NaT:
         return True
@@ -338,10 +342,22 @@ def _claims_section(metrics: dict, diagnoses: pd.DataFrame, answers: pd.DataFram
     keys = list(metrics.get("by_metadata") or {})
     meta = _claim_meta(diagnoses, corpus, questions, retrieved, keys)
     ids = {cid: f"c-{i}" for i, cid in enumerate(diagnoses["claim_id"])}
+    by_question: dict[str, list[dict]] = {}
+    for rec in diagnoses.to_dict("records"):  # one conversion, grouped in Python: 10k groups are slow in pandas
+        by_question.setdefault(rec["question_id"], []).append(rec)
+    shown = sorted(by_question)
+    note = ""
+    if len(shown) > MAX_DRILLDOWN_QUESTIONS:
+        # A page with every claim of a 10k-question run weighs ~100 MB: show the questions
+        # with the most failures; diagnoses.parquet has them all.
+        failures = {q: sum(r["label"] not in ("correct", "unjudged") for r in rs) for q, rs in by_question.items()}
+        shown = sorted(sorted(shown, key=lambda q: -failures[q])[:MAX_DRILLDOWN_QUESTIONS])
+        note = (f'<p class="note">Showing the {MAX_DRILLDOWN_QUESTIONS:,} of {len(by_question):,} questions with '
+                f'the most failures; every claim is in <code>diagnoses.parquet</code>.</p>')
     cards = []
-    for qi, (qid, group) in enumerate(diagnoses.groupby("question_id", sort=True)):
-        recs = group.to_dict("records")
-        if "claim_index" in group.columns:
+    for qi, qid in enumerate(shown):
+        recs = by_question[qid]
+        if "claim_index" in diagnoses.columns:
             recs.sort(key=lambda r: r["claim_index"])
         q = q_rows.get(qid, {})
         qmeta = " · ".join(f"{_e(k.split('.', 1)[1])}: {_e(q.get(k.split('.', 1)[1]))}" for k in keys
@@ -362,7 +378,7 @@ def _claims_section(metrics: dict, diagnoses: pd.DataFrame, answers: pd.DataFram
                      f'<div class="answer"><p class="k">answer</p><p>'
                      f'{_answer_html(str(answer_of.get(qid, "")), recs, ids)}</p></div>{ref_html}'
                      f'<ol class="claims">{"".join(items)}</ol></article>')
-    return (f'<section id="claims"><h2>Claims and their evidence</h2>{_filters(metrics, keys)}'
+    return (f'<section id="claims"><h2>Claims and their evidence</h2>{_filters(metrics, keys)}{note}'
             f'<p class="note">Each claim\'s answer span is coloured by its label; every evidence span the judge '
             f'quoted is highlighted inside its document, the deciding one outlined.</p>{"".join(cards)}</section>')
 

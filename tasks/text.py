@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from operator import add
 from dataclasses import dataclass
 from functools import lru_cache
+from operator import add
 
 from nltk.stem.snowball import SnowballStemmer
 from sentencex import get_sentence_boundaries
@@ -21,18 +21,10 @@ _STEMMER = SnowballStemmer("english")
 _WORD = re.compile(r"\w+(?:[.,'’:/-]\w+)*", re.UNICODE)
 _HAS_DIGIT = re.compile(r"\d")
 _NEGATIONS = frozenset(
-    "not no never none nobody nothing neither nor cannot can't won't don't doesn't "
-    "didn't isn't aren't wasn't weren't hasn't haven't hadn't shouldn't wouldn't "
-    "couldn't without unsupported".split()
+    ["not", "no", "never", "none", "nobody", "nothing", "neither", "nor", "cannot", "can't", "won't", "don't", "doesn't", "didn't", "isn't", "aren't", "wasn't", "weren't", "hasn't", "haven't", "hadn't", "shouldn't", "wouldn't", "couldn't", "without", "unsupported"]
 )
 STOPWORDS = frozenset(
-    """a an the and or but if then than that this these those there here of in on at to
-    for from by with as is are was were be been being am do does did has have had having
-    it its it's they them their theirs he she his her him we our you your i me my which who
-    whom whose what when where why how all any both each few more most other some such only
-    own same so too very can will just should would could may might must shall also into
-    about over under again further once up down out off above below between through during
-    before after until while because per via whether yes""".split()
+    ["a", "an", "the", "and", "or", "but", "if", "then", "than", "that", "this", "these", "those", "there", "here", "of", "in", "on", "at", "to", "for", "from", "by", "with", "as", "is", "are", "was", "were", "be", "been", "being", "am", "do", "does", "did", "has", "have", "had", "having", "it", "its", "it's", "they", "them", "their", "theirs", "he", "she", "his", "her", "him", "we", "our", "you", "your", "i", "me", "my", "which", "who", "whom", "whose", "what", "when", "where", "why", "how", "all", "any", "both", "each", "few", "more", "most", "other", "some", "such", "only", "own", "same", "so", "too", "very", "can", "will", "just", "should", "would", "could", "may", "might", "must", "shall", "also", "into", "about", "over", "under", "again", "further", "once", "up", "down", "out", "off", "above", "below", "between", "through", "during", "before", "after", "until", "while", "because", "per", "via", "whether", "yes"]
 )
 _NUMBER_WORDS = {
     "zero": "0", "one": "1", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6",

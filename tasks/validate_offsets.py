@@ -14,12 +14,10 @@ collapsed) mapped back to raw offsets. A quote found neither way is an
 from __future__ import annotations
 
 import pandas as pd
-
 from ragspan.tasks import schemas
 from ragspan.tasks.judges.base import JudgeStats
 from ragspan.tasks.orchestration import step_task
 from ragspan.tasks.text import locate_quote
-
 
 _KEEP = ("claim_id", "source", "chunk_id", "doc_id", "rank", "in_context", "score", "verdict", "confidence",
          "reason", "error")

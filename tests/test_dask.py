@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pandas as pd
-
 from conftest import SAMPLE
 
 RAGSPAN = str(Path(sys.executable).parent / "ragspan")
@@ -31,7 +30,7 @@ def test_dask_runner_gives_the_same_diagnoses_as_threads(tmp_path):
     # Both at once: each process mostly waits for its own temporary Prefect server.
     procs = {name: _evaluate(tmp_path, name, name) for name in ("thread", "dask")}
     for name, p in procs.items():
-        out, err = p.communicate(timeout=180)
+        _, err = p.communicate(timeout=180)
         assert p.returncode == 0, f"{name} runner failed:\n{err[-3000:]}"
     a = pd.read_parquet(tmp_path / "thread" / "diagnoses.parquet").sort_values(KEY).reset_index(drop=True)
     b = pd.read_parquet(tmp_path / "dask" / "diagnoses.parquet").sort_values(KEY).reset_index(drop=True)

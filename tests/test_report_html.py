@@ -6,6 +6,7 @@ reporters that feed the terminal."""
 from __future__ import annotations
 
 import base64
+import html
 import hashlib
 import io
 import json
@@ -365,3 +366,15 @@ def test_cli_accepts_progress_modes():
     assert args.progress == "jsonl"
     with pytest.raises(SystemExit):
         build_parser().parse_args(["evaluate", "--progress", "fancy"])
+
+
+def test_huge_runs_show_the_questions_with_most_failures(monkeypatch):
+    from ragspan.tasks import report_html
+
+    monkeypatch.setattr(report_html, "MAX_DRILLDOWN_QUESTIONS", 1)
+    page, i = render_hostile()
+    failing = i["diagnoses"].loc[~i["diagnoses"]["label"].isin(["correct", "unjudged"]), "question_id"]
+    shown = failing.value_counts().index[0]
+    assert "Showing the 1 of 2 questions with the most failures" in page
+    assert page.count('<article class="q"') == 1
+    assert html.escape(shown, quote=True) in page

@@ -55,7 +55,6 @@ _END = re.compile(r"[.!?]$")
 
 def sentence_pool() -> list[str]:
     from _data import load_clapnq, load_xquad
-
     from ragspan.tasks.text import sentence_spans
 
     xdocs, _ = load_xquad()
@@ -209,11 +208,9 @@ def write_workspace(out: Path, n_chunks: int, n_answers: int, seed: int = 13, ch
     out.mkdir(parents=True, exist_ok=True)
     (out / "runs").mkdir(exist_ok=True)
     with open(out / "corpus.jsonl", "w", encoding="utf-8") as f:
-        for d in corpus.docs:
-            f.write(json.dumps(d, ensure_ascii=False) + "\n")
+        f.writelines(json.dumps(d, ensure_ascii=False) + "\n" for d in corpus.docs)
     with open(out / "chunks.jsonl", "w", encoding="utf-8") as f:
-        for c in corpus.chunks:
-            f.write(json.dumps(c) + "\n")
+        f.writelines(json.dumps(c) + "\n" for c in corpus.chunks)
     records, expected = [], []
     with open(out / "questions.csv", "w", encoding="utf-8", newline="") as f:
         w = csv.writer(f)
@@ -250,8 +247,7 @@ def write_workspace(out: Path, n_chunks: int, n_answers: int, seed: int = 13, ch
 
 def _write_run(path: Path, records: list[dict]) -> None:
     with open(path, "w", encoding="utf-8") as f:
-        for r in records:
-            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+        f.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
 
 
 def main() -> None:

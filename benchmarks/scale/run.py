@@ -157,6 +157,7 @@ def child_floor(ws: Path, home: Path) -> dict:
 def child_steps(ws: Path, home: Path) -> dict:
     """The pipeline's pure functions, no Prefect, one shard after the other."""
     os.environ["RAGSPAN_HOME"] = str(home)
+    import pandas as pd
     from ragspan.tasks.config import load_settings
     from ragspan.tasks.corpus_search import build_index_dir, claims_needing_search, hits_for_claims
     from ragspan.tasks.decompose import claims_for_answers
@@ -167,8 +168,6 @@ def child_steps(ws: Path, home: Path) -> dict:
     from ragspan.tasks.report import write_results
     from ragspan.tasks.shards import passages_for, shards_of
     from ragspan.tasks.validate_offsets import judgements_from_candidates
-
-    import pandas as pd
 
     times: dict[str, float] = {}
 
@@ -473,10 +472,10 @@ def report_all(results: list[dict], a: argparse.Namespace, work: Path) -> None:
         {"sizes": a.sizes, "repeats": a.repeats, "cpus": os.cpu_count(), "task_runner": a.task_runner,
          "prefect_server": "running" if a.server else "temporary", "growth": g, "results": results},
         indent=2, default=str) + "\n")
-    svg = plot_svg(results, g)
+    svg = plot_svg(results, g) if len(results) > 1 else ""  # a growth plot needs two sizes
     if svg:
         (dest / f"scale-{name}.svg").write_text(svg)
-    print(f"\nwrote {dest / f'scale-{name}.json'}" + (f" and .svg" if svg else ""))
+    print(f"\nwrote {dest / f'scale-{name}.json'}" + (" and .svg" if svg else ""))
     if not a.work:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -18,9 +18,9 @@ split further at semicolons. Judging a (claim, passage) pair:
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Sequence
 
 from ragspan.tasks.judges.base import ClaimText, JudgeFailure, JudgeSpec, JudgeStats, Verdict
 from ragspan.tasks.text import sentence_spans, token_arrays, tokens
