@@ -65,6 +65,10 @@ def candidates_for_claims(claims: pd.DataFrame, passages: pd.DataFrame, judge: J
     table = passages.iloc[take][list(_PASSAGE_COLUMNS)].reset_index(drop=True)
     for k, values in cols.items():
         table[k] = pd.Series(values, dtype=object)
+    # validate_offsets needs the passage only where there is a quote to place; most pairs
+    # are `unsupported`, and carrying every passage made each shard's cached result (and
+    # its cache key for the next step) hundreds of MB at scale.
+    table["passage_text"] = table["passage_text"].where(table["quote"].notna(), None)
     columns = list(schemas.Candidates.to_schema().columns)
     return schemas.Candidates.validate(table[columns]), stats + judge.stats
 

@@ -133,7 +133,7 @@ class Candidates(pa.DataFrameModel):
     confidence: Series[float] = pa.Field(nullable=True, ge=0, le=1)
     quote: Series[str] = pa.Field(nullable=True)
     quote_start: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0)
-    passage_text: Series[str]
+    passage_text: Series[str] = pa.Field(nullable=True)  # only where there is a quote to place
     reason: Series[str] = pa.Field(nullable=True)
     error: Series[str] = pa.Field(nullable=True)
 
