@@ -20,6 +20,7 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "ragspan.flows.init_cmd",
     "ragspan.flows.compare",
     "ragspan.flows.serve",
+    "ragspan.flows.aggregate_cmd",
 )
 
 
