@@ -99,7 +99,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         reporter.start(run, len(ws.answers), -(-len(ws.answers) // shard_size))
         runner = task_runner(args.task_runner, settings.pipeline.shard_concurrency, args.dask_address)
         metrics = evaluate.with_options(task_runner=runner)(
-            data_dir=data, run=run, out_dir=out, params_path=_params_path(args.params), overrides=overrides)
+            data_dir=data, run=run, out_dir=out, params_path=_params_path(args.params), overrides=overrides,
+            compare_to=args.compare_to)
         reporter.done(metrics["claims"], {k: v["count"] for k, v in metrics["labels"].items()})
     if args.json:
         print(json.dumps({k: metrics[k] for k in ("run", "claims", "judged", "unjudged", "labels")}))
@@ -126,6 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--judge", choices=["local", "openai"], help="override params judge.kind")
     ev.add_argument("--model", help="override params judge.model (openai judge)")
     ev.add_argument("--base-url", help="override params judge.base_url (openai judge)")
+    ev.add_argument("--compare-to", metavar="JSON",
+                    help="a `ragspan compare --format json` file: the report shows its deltas")
     ev.add_argument("--dry-run", action="store_true",
                     help="validate, print how many judge calls the run would make, and stop")
     ev.add_argument("--params", help="parameters file (default: ./params.yaml if present)")

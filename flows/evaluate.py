@@ -40,7 +40,8 @@ def evaluate_shard(shard: Shard, spec: JudgeSpec, index_dir: str, top_k: int, th
 @flow(name="evaluate", log_prints=False,
       task_runner=ThreadPoolTaskRunner(max_workers=PipelineParams().shard_concurrency))
 def evaluate(data_dir: str, run: str, out_dir: str, params_path: str | None = None,
-             judge: str | None = None, overrides: dict[str, str] | None = None) -> dict:
+             judge: str | None = None, overrides: dict[str, str] | None = None,
+             compare_to: str | None = None) -> dict:
     settings = load_settings(params_path, {**(overrides or {}), **({"judge.kind": judge} if judge else {})})
     spec, code, thr = judge_spec(settings.judge), code_version(), settings.judge.support_threshold
     with output_lock(Path(out_dir)):  # a second run on the same --out is refused, not raced
@@ -48,4 +49,4 @@ def evaluate(data_dir: str, run: str, out_dir: str, params_path: str | None = No
         index_dir = timed(build_index, ws.chunks, ws.corpus, str(state_dir() / "index"))
         shards = shards_of(ws.answers, passages_for(ws), settings.pipeline.shard_size)
         futures = [evaluate_shard.submit(s, spec, index_dir, settings.search.top_k, thr, code) for s in shards]
-        return timed(report, Path(out_dir), ws, settings, spec, [f.result() for f in futures])
+        return timed(report, Path(out_dir), ws, settings, spec, [f.result() for f in futures], compare_to)

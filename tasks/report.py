@@ -253,8 +253,9 @@ def write_results(out_dir: Path, run: str, claims: pd.DataFrame, judgements: pd.
 
 # Not cached: its outputs are DVC outs, which DVC deletes before a stage runs.
 @task(name="report", cache_policy=NO_CACHE)
-def report(out_dir: Path, ws, settings, spec, shards: list) -> dict:
-    """Concatenate the shards' tables and write results/<run>/ (see write_results)."""
+def report(out_dir: Path, ws, settings, spec, shards: list, compare_to: str | None = None) -> dict:
+    """Concatenate the shards' tables and write results/<run>/ (see write_results).
+    `compare_to`: a `ragspan compare --format json` file whose deltas the report shows."""
     from ragspan.tasks.judges.base import JudgeStats
     from ragspan.tasks.judges.openai_judge import estimated_cost
     from ragspan.tasks.manifest import manifest_for
@@ -276,5 +277,6 @@ def report(out_dir: Path, ws, settings, spec, shards: list) -> dict:
     stats = {**judge_stats.model_dump(), "estimated_cost": estimated_cost(judge_stats, settings.judge),
              "judge": spec.kind, "model": spec.model, "prompt_version": spec.prompt_version,
              "task_states": states}
+    comparison = json.loads(Path(compare_to).read_text(encoding="utf-8")) if compare_to else None
     return write_results(out_dir, ws.run, claims, judgements, diagnoses, ws.answers, ws.retrieved,
-                         ws.corpus, ws.questions, stats, manifest)
+                         ws.corpus, ws.questions, stats, manifest, comparison=comparison)

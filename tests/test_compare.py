@@ -233,3 +233,26 @@ def test_markdown_is_stable_for_a_fixed_seed(two_results):
 
     a, b = (side_from_dir(p) for p in two_results)
     assert as_markdown(compare_runs(a, b, resamples=200)) == as_markdown(compare_runs(a, b, resamples=200))
+
+
+@pytest.mark.usefixtures("prefect_server", "state_dir")
+def test_evaluate_compare_to_puts_the_deltas_in_the_report(tmp_path, capsys):
+    """The loop: evaluate A, change a parameter, compare, evaluate B showing the deltas."""
+    from conftest import SAMPLE
+    from ragspan.flows.cli import main as cli
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert cli(["evaluate", "--data", str(SAMPLE), "--run", "baseline", "--out", str(a), "--quiet"]) == 0
+    no_search = tmp_path / "params.yaml"
+    no_search.write_text("search:\n  top_k: 0\n")
+    assert cli(["evaluate", "--data", str(SAMPLE), "--run", "baseline", "--out", str(b), "--quiet",
+                "--params", str(no_search)]) == 0
+    capsys.readouterr()
+    assert cli(["compare", str(a), str(b), "--format", "json"]) == 0
+    comparison = tmp_path / "compare.json"
+    comparison.write_text(capsys.readouterr().out)
+    assert cli(["evaluate", "--data", str(SAMPLE), "--run", "baseline", "--out", str(b), "--quiet",
+                "--params", str(no_search), "--compare-to", str(comparison)]) == 0
+    page = (b / "report.html").read_text(encoding="utf-8")
+    assert '<section id="compare">' in page and "retrieval_miss" in page
+    assert "Label transitions of matched claims" in page  # retrieval_miss claims moved without search
