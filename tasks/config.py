@@ -56,6 +56,8 @@ class JudgeParams(_Strict):
     seed: int = 0  # < 0: not sent
     max_completion_tokens: int = Field(2048, gt=0)
     max_passages_per_call: int = Field(8, gt=0)
+    # json_schema (structured outputs) or json_object (JSON mode + schema, e.g. llama-cpp-python)
+    response_format: Literal["json_schema", "json_object"] = "json_schema"
     max_concurrency: int = Field(4, ge=1)
     max_retries: int = Field(4, ge=0)
     timeout_s: float = Field(60.0, gt=0)

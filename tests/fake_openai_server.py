@@ -102,7 +102,10 @@ def _words(text: str) -> set[str]:
 
 
 def schema_name(body: dict) -> str:
-    return (body.get("response_format") or {}).get("json_schema", {}).get("name", "")
+    """The response model's name: structured outputs (`json_schema.name`) or JSON mode
+    with a schema attached (`schema.title`, llama-cpp-python style)."""
+    fmt = body.get("response_format") or {}
+    return fmt.get("json_schema", {}).get("name", "") or (fmt.get("schema") or {}).get("title", "")
 
 
 def user_text(body: dict) -> str:

@@ -66,7 +66,7 @@ def test_a_real_small_model_leaves_every_claim_diagnosed_or_unjudged(gemma_serve
     params = tmp_path / "params.yaml"
     params.write_text("judge:\n  kind: openai\n  model: gemma\n  base_url: " + gemma_server + "\n"
                       "  max_completion_tokens: 384\n  max_concurrency: 1\n  max_retries: 1\n  timeout_s: 300\n"
-                      "  max_passages_per_call: 4\nsearch:\n  top_k: 2\n")
+                      "  max_passages_per_call: 4\n  response_format: json_object\nsearch:\n  top_k: 2\n")
     out = tmp_path / "out"
     env = {**os.environ, "RAGSPAN_HOME": str(tmp_path / "state")}
     proc = subprocess.run([str(Path(sys.executable).with_name("ragspan")), "evaluate", "--data", str(data), "--run",

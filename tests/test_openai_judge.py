@@ -434,3 +434,19 @@ def test_evaluate_flow_end_to_end_then_rerun_from_the_judge_cache(prefect_server
         for f in root.rglob("*"):
             if f.is_file():
                 assert CANARY.encode() not in f.read_bytes(), f
+
+
+def test_json_mode_for_servers_without_structured_outputs(server, make):
+    """response_format json_object (llama-cpp-python's server): JSON mode with the schema
+    attached, the reply validated by pydantic, the same typed outcomes."""
+    passage = "The Pro plan costs $49 per month."
+    judge = make(response_format="json_object")
+    out = judge.judge("The Pro plan costs $49 per month.", [passage])
+    fmt = server.requests[0]["response_format"]
+    assert fmt["type"] == "json_object" and fmt["schema"]["title"] == "Extraction"
+    assert out[0].verdict == "supported" and passage[out[0].quote_start:].startswith(out[0].quote)
+    server.push(completion("not json at all"), truncated())
+    bad = make(response_format="json_object", cache=False).judge_many([("A claim here.", ["x"]), ("Another one.", ["y"])])
+    assert sorted(f[0].kind for f in bad) == ["truncated", "unparseable"]
+    claims = make(response_format="json_object").decompose("Refunds take 30 days. The Pro plan costs $49.")
+    assert [c.text for c in claims] == ["Refunds take 30 days.", "The Pro plan costs $49."]

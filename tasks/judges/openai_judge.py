@@ -139,6 +139,7 @@ class OpenAIOptions:
     seed: int = 0  # < 0: not sent (for servers that reject it)
     max_completion_tokens: int = 2048  # per call (sent as `max_tokens`; a cut reply is `truncated`)
     max_passages_per_call: int = 8
+    response_format: str = "json_schema"  # or "json_object" (JSON mode + schema) for servers without it
     # transport / budget (not in judge-cache keys)
     api_key_env: str = ""  # "" → RAGSPAN_JUDGE_API_KEY, then OPENAI_API_KEY
     max_concurrency: int = 4
@@ -152,7 +153,7 @@ class OpenAIOptions:
     cache: bool = True
 
     # max_passages_per_call changes the messages themselves, which the key already hashes.
-    ANSWER_KEYS = ("temperature", "seed", "max_completion_tokens")
+    ANSWER_KEYS = ("temperature", "seed", "max_completion_tokens", "response_format")
 
     @classmethod
     def from_spec(cls, spec: JudgeSpec) -> OpenAIOptions:
@@ -498,11 +499,16 @@ class OpenAIJudge:
 
     def _request(self, key: str, parts: dict, messages: list[dict], schema: type[T]) -> _Parsed:
         oa, opts = self._openai, self.options
+        common = dict(model=self.spec.model, messages=messages, temperature=opts.temperature,
+                      max_tokens=opts.max_completion_tokens, **({"seed": opts.seed} if opts.seed >= 0 else {}))
         try:
-            raw = self._client.chat.completions.with_raw_response.parse(
-                model=self.spec.model, messages=messages, response_format=schema,
-                temperature=opts.temperature, max_tokens=opts.max_completion_tokens,
-                **({"seed": opts.seed} if opts.seed >= 0 else {}))
+            if opts.response_format == "json_object":
+                # For servers without `json_schema` (llama-cpp-python's server): JSON mode with
+                # the schema attached; the reply is validated with pydantic below all the same.
+                raw = self._client.chat.completions.with_raw_response.create(
+                    response_format={"type": "json_object", "schema": schema.model_json_schema()}, **common)
+            else:
+                raw = self._client.chat.completions.with_raw_response.parse(response_format=schema, **common)
         except oa.RateLimitError as e:
             raise _Retry("HTTP 429 rate limited", _retry_after(e.response.headers)) from None
         except oa.APITimeoutError:
@@ -513,6 +519,8 @@ class OpenAIJudge:
             if e.status_code >= 500 or e.status_code in (408, 409):
                 raise _Retry(f"HTTP {e.status_code}", _retry_after(e.response.headers)) from None
             raise _Failed("http_error", f"HTTP {e.status_code}: {_message_of(e)}") from None
+        if opts.response_format == "json_object":
+            return self._json_object_reply(raw, key, parts, schema)
         try:
             completion = raw.parse()
         except oa.LengthFinishReasonError as e:
@@ -533,6 +541,32 @@ class OpenAIJudge:
             raise _Failed("unparseable", "the response has no content")
         try:  # validate again: a server may claim `strict` and not honour it
             value = schema.model_validate(message.parsed.model_dump(mode="json")).model_dump(mode="json")
+        except ValueError as e:
+            raise _Failed("unparseable", str(e)[:300]) from None
+        usage = completion.usage
+        if self.cache is not None:
+            self.cache.put(key, parts, value, {"prompt_tokens": getattr(usage, "prompt_tokens", 0) or 0,
+                                               "completion_tokens": getattr(usage, "completion_tokens", 0) or 0})
+        return _Parsed(value)
+
+    def _json_object_reply(self, raw: Any, key: str, parts: dict, schema: type[T]) -> _Parsed:
+        """The JSON-mode twin of the structured-output path: same typed outcomes."""
+        try:
+            completion = raw.parse()
+        except Exception as e:  # noqa: BLE001 — a malformed body
+            raise _Failed("unparseable", f"{type(e).__name__}: {str(e)[:300]}") from None
+        self._add_usage(completion.usage)
+        if not completion.choices:
+            raise _Failed("unparseable", "the response has no choices")
+        choice = completion.choices[0]
+        if choice.finish_reason == "length":
+            raise _Failed("truncated", f"finish_reason=length at max_completion_tokens={self.options.max_completion_tokens}")
+        if choice.finish_reason == "content_filter" or getattr(choice.message, "refusal", None):
+            raise _Failed("refusal", str(getattr(choice.message, "refusal", None) or "finish_reason=content_filter")[:300])
+        if not choice.message.content:
+            raise _Failed("unparseable", "the response has no content")
+        try:
+            value = schema.model_validate_json(choice.message.content).model_dump(mode="json")
         except ValueError as e:
             raise _Failed("unparseable", str(e)[:300]) from None
         usage = completion.usage
