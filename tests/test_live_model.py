@@ -77,6 +77,8 @@ def test_a_real_small_model_leaves_every_claim_diagnosed_or_unjudged(gemma_serve
     assert len(diagnoses) >= 3 and diagnoses["label"].isin(LABELS).all()
     metrics = json.loads((out / "metrics.json").read_text())
     assert sum(v["count"] for v in metrics["labels"].values()) == len(diagnoses)
+    # the model really answered (a dead server would also leave every claim `unjudged`)
+    assert metrics["judge"]["prompt_tokens"] > 0 and metrics["judge"]["completion_tokens"] > 0
     corpus = pd.read_json(data / "corpus.jsonl", lines=True)
     texts = dict(zip(corpus["doc_id"], corpus["text"]))
     spans = pd.read_parquet(out / "spans.parquet")
