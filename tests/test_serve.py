@@ -356,7 +356,9 @@ def test_index_rebuilt_event_runs_evaluates_and_records(tmp_path):
         mark("runs 2+3")
         assert runs[1].end_time <= runs[2].start_time, "overlapping runs on one workspace"
         history = watch_mod.read_history(ws)
-        assert [h["version"] for h in history] == ["v1", "v2", "v2"] and history[2]["revision"] == "feedbeef"
+        assert [h["version"] for h in history] == ["v1", "v2", "v2"]
+        # queued runs are not guaranteed to start in event order: one of them carries the revision
+        assert sorted(str(h["revision"]) for h in history[1:]) == ["None", "feedbeef"]
         h2 = history[1]
         assert h2["rates"]["correct"] > h1["rates"]["correct"]
 
