@@ -543,11 +543,7 @@ class OpenAIJudge:
             value = schema.model_validate(message.parsed.model_dump(mode="json")).model_dump(mode="json")
         except ValueError as e:
             raise _Failed("unparseable", str(e)[:300]) from None
-        usage = completion.usage
-        if self.cache is not None:
-            self.cache.put(key, parts, value, {"prompt_tokens": getattr(usage, "prompt_tokens", 0) or 0,
-                                               "completion_tokens": getattr(usage, "completion_tokens", 0) or 0})
-        return _Parsed(value)
+        return self._stored(key, parts, value, completion.usage)
 
     def _json_object_reply(self, raw: Any, key: str, parts: dict, schema: type[T]) -> _Parsed:
         """The JSON-mode twin of the structured-output path: same typed outcomes."""
@@ -569,13 +565,16 @@ class OpenAIJudge:
             value = schema.model_validate_json(choice.message.content).model_dump(mode="json")
         except ValueError as e:
             raise _Failed("unparseable", str(e)[:300]) from None
-        usage = completion.usage
+        return self._stored(key, parts, value, completion.usage)
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _stored(self, key: str, parts: dict, value: dict, usage: Any) -> _Parsed:
+        """A validated reply, cached (successes only) with its token usage."""
         if self.cache is not None:
             self.cache.put(key, parts, value, {"prompt_tokens": getattr(usage, "prompt_tokens", 0) or 0,
                                                "completion_tokens": getattr(usage, "completion_tokens", 0) or 0})
         return _Parsed(value)
-
-    # -- helpers -----------------------------------------------------------------------------
 
     def _add_usage(self, usage: Any) -> None:
         if usage is None:
