@@ -84,7 +84,7 @@ class StepLedger:
         return {name: dict(counts) for name, counts in self.states.items()}
 
     def result(self, claims: Any, judged: Any, searched: Any, diagnoses: Any) -> ShardResult:
-        return ShardResult(claims, judged, searched, diagnoses, self.stats, self.summary())
+        return ShardResult.of(claims, judged, searched, diagnoses, self.stats, self.summary())
 
 
 def _had_judge_errors(result: Any) -> bool:

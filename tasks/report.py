@@ -75,7 +75,7 @@ def metrics_for(run: str, diagnoses: pd.DataFrame, corpus: pd.DataFrame, questio
     failures = sum(labels[l]["count"] for l in FAILURE_LABELS)
     return {
         "run": run,
-        "claims": int(len(diagnoses)),
+        "claims": len(diagnoses),
         "judged": int(len(diagnoses) - labels["unjudged"]["count"]),
         "unjudged": labels["unjudged"]["count"],
         "labels": labels,
@@ -193,14 +193,6 @@ def summary_markdown(metrics: dict, comparison: dict | None = None, images: tupl
     return "\n".join(lines)
 
 
-def spans_from_judgements(judgements: pd.DataFrame) -> pd.DataFrame:
-    from ragspan.tasks import schemas
-
-    found = judgements[judgements["match"].notna() & (judgements["source"] != "reference")]
-    cols = [c for c in schemas.Spans.to_schema().columns if c in found.columns]  # byte offsets come later
-    return schemas.Spans.validate(found[cols].reset_index(drop=True))
-
-
 def broken_spans(spans: pd.DataFrame, corpus: pd.DataFrame) -> list[str]:
     """Claim ids of spans breaking `doc[start:end] == text` (must be empty to write)."""
     texts = dict(zip(corpus["doc_id"], corpus["text"]))
@@ -216,7 +208,7 @@ def with_byte_offsets(table: pd.DataFrame, texts: dict[str, str]) -> pd.DataFram
     return table.assign(byte_start=pd.array(bs, dtype="Int64"), byte_end=pd.array(be, dtype="Int64"))
 
 
-def write_results(out_dir: Path, run: str, claims: pd.DataFrame, judgements: pd.DataFrame,
+def write_results(out_dir: Path, run: str, claims: pd.DataFrame, spans: pd.DataFrame,
                   diagnoses: pd.DataFrame, answers: pd.DataFrame, retrieved: pd.DataFrame,
                   corpus: pd.DataFrame, questions: pd.DataFrame, judge_stats: dict, manifest: dict,
                   comparison: dict | None = None) -> dict:
@@ -226,7 +218,6 @@ def write_results(out_dir: Path, run: str, claims: pd.DataFrame, judgements: pd.
     from ragspan.tasks.outputs import write_atomic_dir
     from ragspan.tasks.stats import bootstrap_spec, rate_intervals
 
-    spans = spans_from_judgements(judgements)
     bad = broken_spans(spans, corpus) + broken_spans(diagnoses.dropna(subset=["char_start"]), corpus)
     if bad:  # a bug upstream, never data: refuse to write rather than write a lie
         raise AssertionError(f"span invariant broken for claims {bad[:5]}")
@@ -264,7 +255,7 @@ def report(out_dir: Path, ws, settings, spec, shards: list, compare_to: str | No
         return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
 
     claims = stacked([s.claims for s in shards])
-    judgements = stacked([t for s in shards for t in (s.judged, s.searched)])
+    spans = stacked([s.spans for s in shards])
     diagnoses = stacked([s.diagnoses for s in shards])
     judge_stats = sum((s.stats for s in shards), JudgeStats())
     states: dict[str, dict[str, int]] = {}
@@ -278,5 +269,5 @@ def report(out_dir: Path, ws, settings, spec, shards: list, compare_to: str | No
              "judge": spec.kind, "model": spec.model, "prompt_version": spec.prompt_version,
              "task_states": states}
     comparison = json.loads(Path(compare_to).read_text(encoding="utf-8")) if compare_to else None
-    return write_results(out_dir, ws.run, claims, judgements, diagnoses, ws.answers, ws.retrieved,
+    return write_results(out_dir, ws.run, claims, spans, diagnoses, ws.answers, ws.retrieved,
                          ws.corpus, ws.questions, stats, manifest, comparison=comparison)

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pandas as pd
-
 from ragspan.tasks import schemas
 from ragspan.tasks.judges.base import JudgeStats
 
@@ -28,18 +27,28 @@ class Shard:
 
 @dataclass(frozen=True)
 class ShardResult:
-    """Everything one shard produced: its tables, the judge stats of the steps that ran
-    (not of cached ones), and the Prefect state names of its task runs."""
+    """What one shard hands to the report: its output tables (claims, evidence spans,
+    diagnoses), the judge stats of the steps that ran (not of cached ones), and the Prefect
+    state names of its task runs. The judgements themselves — one row per (claim,
+    passage), ten times the claims — stay in the shard (and in Prefect's result store), so
+    the flow's memory grows with the outputs, not with the pairs judged."""
 
     claims: pd.DataFrame
-    judged: pd.DataFrame  # validated judgements on the retrieved passages + reference
-    searched: pd.DataFrame  # validated judgements on the corpus-search hits
+    spans: pd.DataFrame
     diagnoses: pd.DataFrame
     stats: JudgeStats
     states: dict[str, dict[str, int]]
 
+    @classmethod
+    def of(cls, claims: pd.DataFrame, judged: pd.DataFrame, searched: pd.DataFrame, diagnoses: pd.DataFrame,
+           stats: JudgeStats, states: dict[str, dict[str, int]]) -> ShardResult:
+        from ragspan.tasks.validate_offsets import spans_from_judgements
 
-def passages_for(ws: "Workspace") -> pd.DataFrame:
+        spans = spans_from_judgements(pd.concat([judged, searched], ignore_index=True))
+        return cls(claims, spans, diagnoses, stats, states)
+
+
+def passages_for(ws: Workspace) -> pd.DataFrame:
     """Every retrieved chunk with its text, plus each question's reference answer."""
     retrieved, corpus, questions = ws.retrieved, ws.corpus, ws.questions
     texts = dict(zip(corpus["doc_id"], corpus["text"]))

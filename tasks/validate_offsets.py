@@ -61,3 +61,11 @@ def judgements_from_candidates(candidates: pd.DataFrame) -> tuple[pd.DataFrame, 
 @step_task("validate-offsets")
 def validate_offsets(candidates: pd.DataFrame, code: str) -> tuple[pd.DataFrame, JudgeStats]:
     return judgements_from_candidates(candidates)
+
+
+def spans_from_judgements(judgements: pd.DataFrame) -> pd.DataFrame:
+    """The evidence spans: judgements whose quote was placed in a document (byte offsets
+    are added when the outputs are written)."""
+    found = judgements[judgements["match"].notna() & (judgements["source"] != "reference")]
+    cols = [c for c in schemas.Spans.to_schema().columns if c in found.columns]
+    return schemas.Spans.validate(found[cols].reset_index(drop=True))

@@ -167,7 +167,7 @@ def child_steps(ws: Path, home: Path) -> dict:
     from ragspan.tasks.load import load_workspace
     from ragspan.tasks.report import write_results
     from ragspan.tasks.shards import passages_for, shards_of
-    from ragspan.tasks.validate_offsets import judgements_from_candidates
+    from ragspan.tasks.validate_offsets import judgements_from_candidates, spans_from_judgements
 
     times: dict[str, float] = {}
 
@@ -204,7 +204,7 @@ def child_steps(ws: Path, home: Path) -> dict:
     out = Path(tempfile.mkdtemp(prefix="ragspan-scale-report-"))
     try:
         t("report", lambda: write_results(out / "r", "scale", pd.concat(claims_all, ignore_index=True),
-                                          pd.concat(judged_all, ignore_index=True),
+                                          spans_from_judgements(pd.concat(judged_all, ignore_index=True)),
                                           pd.concat(diag_all, ignore_index=True), w.answers, w.retrieved,
                                           w.corpus, w.questions, {"calls": 0, "task_states": {}}, {}))
     finally:
