@@ -27,7 +27,9 @@ import sys
 from pathlib import Path
 
 import yaml
+from ragspan.tasks.charts import LABEL_COLORS
 from ragspan.tasks.config import Settings
+from ragspan.tasks.schemas import LABELS
 
 # The plot templates of ragspan's own repository (.dvc/plots/); a test keeps them equal.
 PLOT_TEMPLATES: dict[str, dict] = {
@@ -46,12 +48,10 @@ PLOT_TEMPLATES: dict[str, dict] = {
                 "field": "<DVC_METRIC_X>",
                 "type": "nominal",
                 "title": "<DVC_METRIC_X_LABEL>",
-                "sort": ["correct", "rank_failure", "retrieval_miss", "synthesis_error",
-                         "hallucination", "unjudged"],
+                "sort": list(LABELS),
                 "scale": {
-                    "domain": ["correct", "rank_failure", "retrieval_miss", "synthesis_error",
-                               "hallucination", "unjudged"],
-                    "range": ["#2e7d32", "#f9a825", "#ef6c00", "#6a1b9a", "#c62828", "#757575"],
+                    "domain": list(LABELS),
+                    "range": [LABEL_COLORS[label] for label in LABELS],
                 },
             },
             "order": {"field": "<DVC_METRIC_X>"},
@@ -69,8 +69,7 @@ PLOT_TEMPLATES: dict[str, dict] = {
                 "field": "<DVC_METRIC_X>",
                 "type": "nominal",
                 "title": "<DVC_METRIC_X_LABEL>",
-                "sort": ["correct", "rank_failure", "retrieval_miss", "synthesis_error",
-                         "hallucination", "unjudged"],
+                "sort": list(LABELS),
             },
             "y": {"field": "<DVC_METRIC_Y>", "type": "quantitative", "title": "<DVC_METRIC_Y_LABEL>"},
             "xOffset": {"field": "rev", "sort": []},
