@@ -31,15 +31,20 @@ from ragspan.tasks.charts import LABEL_COLORS
 from ragspan.tasks.config import Settings
 from ragspan.tasks.schemas import LABELS
 
+# What both bar-chart templates share (a DVC plot template is a Vega-Lite spec).
+_BAR_CHART: dict = {
+    "$schema": "https://vega.github.io/schema/vega-lite/v5.json",
+    "data": {"values": "<DVC_METRIC_DATA>"},
+    "title": "<DVC_METRIC_TITLE>",
+    "width": 360,
+    "height": 240,
+    "mark": {"type": "bar", "tooltip": True},
+}
+
 # The plot templates of ragspan's own repository (.dvc/plots/); a test keeps them equal.
 PLOT_TEMPLATES: dict[str, dict] = {
     "taxonomy_stacked.json": {
-        "$schema": "https://vega.github.io/schema/vega-lite/v5.json",
-        "data": {"values": "<DVC_METRIC_DATA>"},
-        "title": "<DVC_METRIC_TITLE>",
-        "width": 360,
-        "height": 240,
-        "mark": {"type": "bar", "tooltip": True},
+        **_BAR_CHART,
         "encoding": {
             "x": {"field": "rev", "type": "nominal", "sort": [], "title": "revision"},
             "y": {"field": "<DVC_METRIC_Y>", "type": "quantitative", "stack": "zero",
@@ -58,12 +63,7 @@ PLOT_TEMPLATES: dict[str, dict] = {
         },
     },
     "taxonomy_bars.json": {
-        "$schema": "https://vega.github.io/schema/vega-lite/v5.json",
-        "data": {"values": "<DVC_METRIC_DATA>"},
-        "title": "<DVC_METRIC_TITLE>",
-        "width": 360,
-        "height": 240,
-        "mark": {"type": "bar", "tooltip": True},
+        **_BAR_CHART,
         "encoding": {
             "x": {
                 "field": "<DVC_METRIC_X>",
