@@ -108,8 +108,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if not args.quiet:
         print(taxonomy_text(metrics))
         states = metrics["judge"]["task_states"]
-        print("tasks: " + "; ".join(f"{n} " + ", ".join(f"{c} {s}" for s, c in sorted(v.items()))
-                                    for n, v in states.items()))
+        print("tasks: " + ("; ".join(f"{n} " + ", ".join(f"{c} {s}" for s, c in sorted(v.items()))
+                                     for n, v in states.items()) or "none ran"))
+        print(f"answers reused from the answer store: {metrics['judge'].get('answers_reused', 0)} of "
+              f"{len(ws.answers)}")
         print(f"judge calls: {metrics['judge']['calls']} · results: {out}/ "
               f"(report.html, summary.md, taxonomy.png)")
     return 0

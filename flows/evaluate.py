@@ -1,5 +1,6 @@
-"""The evaluate flow: load → per shard [decompose → extract → validate offsets →
-corpus-wide search → extract → validate offsets → diagnose] → report. Wiring only.
+"""The evaluate flow: load → reuse known answers → per shard of the others [decompose →
+extract → validate offsets → corpus-wide search → extract → validate offsets → diagnose]
+→ remember → report. Wiring only.
 
 Each step is its own cached Prefect task; a shard's chain is one submitted task, so
 shards run side by side on the flow's task runner (threads by default, a Dask cluster
@@ -12,6 +13,7 @@ from pathlib import Path
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 from prefect.task_runners import ThreadPoolTaskRunner
+from ragspan.flows import progress
 from ragspan.flows.ledger import StepLedger, timed
 from ragspan.tasks.config import PipelineParams, code_version, load_settings, state_dir
 from ragspan.tasks.corpus_search import build_index, corpus_search
@@ -23,6 +25,7 @@ from ragspan.tasks.judges.base import JudgeSpec
 from ragspan.tasks.load import load_inputs
 from ragspan.tasks.outputs import output_lock
 from ragspan.tasks.report import report
+from ragspan.tasks.reuse import context_key, remember_answers, reuse_answers
 from ragspan.tasks.shards import Shard, ShardResult, passages_for, shards_of
 from ragspan.tasks.validate_offsets import validate_offsets
 
@@ -47,6 +50,11 @@ def evaluate(data_dir: str, run: str, out_dir: str, params_path: str | None = No
     with output_lock(Path(out_dir)):  # a second run on the same --out is refused, not raced
         ws = timed(load_inputs, data_dir, run, settings)  # bad input stops here: before any judge call
         index_dir = timed(build_index, ws.chunks, ws.corpus, str(state_dir() / "index"))
-        shards = shards_of(ws.answers, passages_for(ws), settings.pipeline.shard_size)
-        futures = [evaluate_shard.submit(s, spec, index_dir, settings.search.top_k, thr, code) for s in shards]
-        return timed(report, Path(out_dir), ws, settings, spec, [f.result() for f in futures], compare_to)
+        passages, top_k = passages_for(ws), settings.search.top_k
+        known = timed(reuse_answers, ws.answers, passages, str(state_dir() / "answers"),
+                      context_key(spec, code, thr, top_k, index_dir), settings.pipeline.reuse_answers)
+        progress.current().reused(known.reused, -(-len(known.fresh) // settings.pipeline.shard_size))
+        shards = shards_of(known.fresh, passages, settings.pipeline.shard_size)
+        futures = [evaluate_shard.submit(s, spec, index_dir, top_k, thr, code) for s in shards]
+        run_tables = timed(remember_answers, known, ws.answers, [f.result() for f in futures])
+        return timed(report, Path(out_dir), ws, settings, spec, run_tables, compare_to, known.reused)

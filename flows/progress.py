@@ -83,6 +83,12 @@ class Progress:
         self.started = self.clock()
         self.emit("start", answers=answers, shards=shards)
 
+    def reused(self, answers: int, shards: int) -> None:
+        """`answers` came from the answer store (tasks/reuse.py); `shards` are left to run."""
+        self.answers_done += answers
+        self.shards_total = shards
+        self.emit("reused", answers=answers, shards=shards)
+
     def step_started(self, step: str, answers: int | None = None) -> None:
         self.step = step
         if answers is not None:

@@ -244,30 +244,20 @@ def write_results(out_dir: Path, run: str, claims: pd.DataFrame, spans: pd.DataF
 
 # Not cached: its outputs are DVC outs, which DVC deletes before a stage runs.
 @task(name="report", cache_policy=NO_CACHE)
-def report(out_dir: Path, ws, settings, spec, shards: list, compare_to: str | None = None) -> dict:
-    """Concatenate the shards' tables and write results/<run>/ (see write_results).
-    `compare_to`: a `ragspan compare --format json` file whose deltas the report shows."""
-    from ragspan.tasks.judges.base import JudgeStats
+def report(out_dir: Path, ws, settings, spec, run, compare_to: str | None = None, answers_reused: int = 0) -> dict:
+    """Write results/<run>/ (see write_results) from the run's tables (a
+    tasks.shards.ShardResult: stored answers + shards, in answer order).
+    `compare_to`: a `ragspan compare --format json` file whose deltas the report shows;
+    `answers_reused`: answers served from the answer store (tasks/reuse.py)."""
     from ragspan.tasks.judges.openai_judge import estimated_cost
     from ragspan.tasks.manifest import manifest_for
 
-    def stacked(tables: list[pd.DataFrame]) -> pd.DataFrame:
-        return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
-
-    claims = stacked([s.claims for s in shards])
-    spans = stacked([s.spans for s in shards])
-    diagnoses = stacked([s.diagnoses for s in shards])
-    judge_stats = sum((s.stats for s in shards), JudgeStats())
-    states: dict[str, dict[str, int]] = {}
-    for s in shards:
-        for name, counts in s.states.items():
-            for state, n in counts.items():
-                states.setdefault(name, {})[state] = states.get(name, {}).get(state, 0) + n
+    claims, spans, diagnoses, judge_stats, states = run.claims, run.spans, run.diagnoses, run.stats, run.states
     manifest = manifest_for(ws.run, ws.data_dir, ws.input_files, settings, spec,
                             question_ids=ws.questions["question_id"].tolist())
     stats = {**judge_stats.model_dump(), "estimated_cost": estimated_cost(judge_stats, settings.judge),
              "judge": spec.kind, "model": spec.model, "prompt_version": spec.prompt_version,
-             "task_states": states}
+             "task_states": states, "answers_reused": answers_reused}
     comparison = json.loads(Path(compare_to).read_text(encoding="utf-8")) if compare_to else None
     return write_results(out_dir, ws.run, claims, spans, diagnoses, ws.answers, ws.retrieved,
                          ws.corpus, ws.questions, stats, manifest, comparison=comparison)

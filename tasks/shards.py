@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 from ragspan.tasks import schemas
-from ragspan.tasks.judges.base import JudgeStats
+from ragspan.tasks.judges.base import RETRYABLE_FAILURES, JudgeStats
 
 if TYPE_CHECKING:
     from ragspan.tasks.load import Workspace
@@ -38,14 +38,21 @@ class ShardResult:
     diagnoses: pd.DataFrame
     stats: JudgeStats
     states: dict[str, dict[str, int]]
+    # Answers (question ids) with a judge failure another attempt may not repeat (an
+    # outage, a spent budget): never stored for reuse, so the next run tries them again.
+    retry: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, claims: pd.DataFrame, judged: pd.DataFrame, searched: pd.DataFrame, diagnoses: pd.DataFrame,
            stats: JudgeStats, states: dict[str, dict[str, int]]) -> ShardResult:
         from ragspan.tasks.validate_offsets import spans_from_judgements
 
-        spans = spans_from_judgements(pd.concat([judged, searched], ignore_index=True))
-        return cls(claims, spans, diagnoses, stats, states)
+        both = pd.concat([judged, searched], ignore_index=True)
+        spans = spans_from_judgements(both)
+        failed = set(both.loc[both["error"].isin(RETRYABLE_FAILURES), "claim_id"])
+        failed |= set(claims.loc[claims["decompose_error"].isin(RETRYABLE_FAILURES), "claim_id"])
+        retry = set(claims.loc[claims["claim_id"].isin(failed), "question_id"])
+        return cls(claims, spans, diagnoses, stats, states, frozenset(retry))
 
 
 def passages_for(ws: Workspace) -> pd.DataFrame:

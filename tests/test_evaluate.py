@@ -69,32 +69,77 @@ def test_outputs_match_their_schemas_and_design_columns(sample_results):
     assert rates["correct"] == pytest.approx((judged["label"] == "correct").mean(), abs=1e-4)
 
 
-def test_unchanged_rerun_is_served_from_cache_without_judge_calls(tmp_path, state_dir):
+NO_REUSE = "pipeline:\n  reuse_answers: false\n"
+STEPS = ("decompose", "extract", "validate-offsets", "corpus-search", "diagnose")
+
+
+def _tables(out: Path) -> dict[str, pd.DataFrame]:
+    return {t: pd.read_parquet(out / f"{t}.parquet") for t in ("claims", "spans", "diagnoses")}
+
+
+def _assert_same_tables(a: Path, b: Path) -> None:
+    for name, table in _tables(a).items():
+        pd.testing.assert_frame_equal(table, _tables(b)[name], obj=name)
+
+
+def test_unchanged_rerun_reuses_every_answer_without_judge_calls(tmp_path, state_dir):
     first = run_evaluate(SAMPLE, tmp_path / "a")
-    assert first["judge"]["calls"] > 0
+    assert first["judge"]["calls"] > 0 and first["judge"]["answers_reused"] == 0
     second = run_evaluate(SAMPLE, tmp_path / "b")
-    states = second["judge"]["task_states"]
-    for step in ("decompose", "extract", "validate-offsets", "corpus-search", "diagnose"):
-        assert set(states[step]) == {"Cached"}, states
+    assert second["judge"]["answers_reused"] == 36  # every answer of the sample
+    assert second["judge"]["task_states"] == {}  # no step task ran at all
     assert second["judge"]["calls"] == 0
     assert second["labels"] == first["labels"]
-    a = pd.read_parquet(tmp_path / "a" / "diagnoses.parquet")
-    b = pd.read_parquet(tmp_path / "b" / "diagnoses.parquet")
-    pd.testing.assert_frame_equal(a, b)
+    _assert_same_tables(tmp_path / "a", tmp_path / "b")
 
 
-def test_changing_one_answer_rejudges_only_its_shard(tmp_path, state_dir):
-    data = tmp_path / "data"
-    shutil.copytree(SAMPLE, data)
+def test_unchanged_rerun_without_reuse_is_served_from_prefects_step_cache(tmp_path, state_dir):
     params = tmp_path / "params.yaml"
-    params.write_text("pipeline:\n  shard_size: 6\n")
-    run_evaluate(data, tmp_path / "a", params=params)
+    params.write_text(NO_REUSE)
+    first = run_evaluate(SAMPLE, tmp_path / "a", params=params)
+    assert first["judge"]["calls"] > 0
+    second = run_evaluate(SAMPLE, tmp_path / "b", params=params)
+    states = second["judge"]["task_states"]
+    for step in STEPS:
+        assert set(states[step]) == {"Cached"}, states
+    assert second["judge"]["calls"] == 0 and second["judge"]["answers_reused"] == 0
+    assert second["labels"] == first["labels"]
+    _assert_same_tables(tmp_path / "a", tmp_path / "b")
+
+
+def _change_first_answer(data: Path) -> None:
     run_file = data / "runs" / "baseline.jsonl"
     lines = run_file.read_text(encoding="utf-8").splitlines()
     rec = json.loads(lines[0])
     rec["answer"] = rec["answer"] + " Northwind also sells submarines."
     lines[0] = json.dumps(rec, ensure_ascii=False)
     run_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def test_changing_one_answer_evaluates_only_that_answer(tmp_path, state_dir, monkeypatch):
+    data = tmp_path / "data"
+    shutil.copytree(SAMPLE, data)
+    run_evaluate(data, tmp_path / "a")
+    _change_first_answer(data)
+    second = run_evaluate(data, tmp_path / "b")
+    assert second["judge"]["answers_reused"] == 35
+    assert second["judge"]["task_states"]["decompose"] == {"Completed": 1}
+    assert 0 < second["judge"]["calls"] < 20  # one answer's calls, not the run's ~150
+    new = pd.read_parquet(tmp_path / "b" / "diagnoses.parquet")
+    assert "Northwind also sells submarines." in set(new["claim"])
+    # The same tables as a run of the changed data from nothing (fresh state, no store).
+    monkeypatch.setenv("RAGSPAN_HOME", str(tmp_path / "fresh-state"))
+    run_evaluate(data, tmp_path / "scratch")
+    _assert_same_tables(tmp_path / "b", tmp_path / "scratch")
+
+
+def test_without_reuse_changing_one_answer_rejudges_only_its_shard(tmp_path, state_dir):
+    data = tmp_path / "data"
+    shutil.copytree(SAMPLE, data)
+    params = tmp_path / "params.yaml"
+    params.write_text("pipeline:\n  shard_size: 6\n  reuse_answers: false\n")
+    run_evaluate(data, tmp_path / "a", params=params)
+    _change_first_answer(data)
     second = run_evaluate(data, tmp_path / "b", params=params)
     decompose_states = second["judge"]["task_states"]["decompose"]
     assert decompose_states.get("Completed") == 1 and decompose_states.get("Cached", 0) >= 5
