@@ -122,8 +122,21 @@ def _judge_features_of(match: str) -> tuple[int, str, bool] | None:
     return len(raw), f[0], f[3]
 
 
+def _norm_of(match: str) -> str:
+    """The norm of a raw match (stopwords included), '' when nothing is left of it."""
+    raw = match.rstrip(".,:/-'’")
+    return _features(raw)[0] if raw else ""
+
+
 _CONTENT = _ByRawMatch(_content_of)
 _JUDGE_FEATURES = _ByRawMatch(_judge_features_of)
+_NORM = _ByRawMatch(_norm_of)
+
+
+def norm_set(text: str) -> frozenset[str]:
+    """Every token norm of `text` (stopwords included), as a set — a superset of the
+    norms of each of its sentence windows, for a cheap upper bound on coverage."""
+    return frozenset(map(_NORM.__getitem__, _WORD.findall(text))) - {""}
 
 
 def content_norms(text: str) -> list[str]:
@@ -135,18 +148,25 @@ def content_norms(text: str) -> list[str]:
 def token_arrays(text: str) -> tuple[list[int], list[int], list[str], list[bool]]:
     """`tokens()` as parallel lists (starts, ends, norms, is_negation) — what the local
     judge keeps per passage: no Token objects (several times faster, a fraction of the
-    memory). One regex pass; most of the remaining time is the regex itself."""
-    matches = list(_WORD.finditer(text))
-    feats = list(map(_JUDGE_FEATURES.__getitem__, [m.group() for m in matches]))
+    memory). The regex runs in C (findall, no match objects); each start is found with
+    str.find from the previous match's end — exact, because a match begins with a word
+    character and everything the regex skipped between two matches is non-word."""
+    raws = _WORD.findall(text)
+    if not raws:
+        return [], [], [], []
+    starts: list[int] = []
+    pos, find, append = 0, text.find, starts.append
+    for raw in raws:
+        pos = find(raw, pos)
+        append(pos)
+        pos += len(raw)
+    feats = list(map(_JUDGE_FEATURES.__getitem__, raws))
     if None in feats:
         keep = [i for i, f in enumerate(feats) if f is not None]
-        matches = [matches[i] for i in keep]
+        starts = [starts[i] for i in keep]
         feats = [feats[i] for i in keep]
         if not feats:
             return [], [], [], []
-    if not feats:
-        return [], [], [], []
-    starts = [m.start() for m in matches]
     lens, norms, negs = zip(*feats)
     return starts, list(map(add, starts, lens)), list(norms), list(negs)
 

@@ -5,13 +5,17 @@ split further at semicolons. Judging a (claim, passage) pair:
 
 1. the claim's content words (stopwords dropped, Snowball stems, numbers canonical);
 2. every window of one or two consecutive passage sentences is scored by coverage —
-   the share of the claim's content words it contains;
+   the share of the claim's content words it contains (a window's words are a subset of
+   the passage's, so when the whole passage covers less than partial_threshold no window
+   can reach it: the pair is `unsupported` without segmenting the passage, the cheap
+   case for most retrieved chunks);
 3. in the best window, the numbers and named entities of the claim must all appear, and
    negation must agree between the claim and the matched stretch of the passage;
 4. `supported` when coverage ≥ partial_threshold and every check agrees (confidence =
    coverage, so diagnose's support_threshold decides how much coverage is enough);
    `partial` when the window is about the claim (coverage ≥ partial_threshold) but a
-   check disagrees — the signature of a synthesis error; else `unsupported`;
+   check disagrees — the signature of a synthesis error; else `unsupported` (confidence
+   = the share of the claim's content words missing from the whole passage);
 5. the quote is the minimal passage substring from the first to the last matched word.
 """
 
@@ -23,12 +27,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ragspan.tasks.judges.base import ClaimText, JudgeFailure, JudgeSpec, JudgeStats, Verdict
-from ragspan.tasks.text import sentence_spans, token_arrays, tokens
+from ragspan.tasks.text import norm_set, sentence_spans, token_arrays, tokens
 
 # The local judge's identity in cache keys and manifests: bump the version whenever a
 # change here can change a verdict.
 LOCAL_JUDGE_MODEL = "ragspan-lexical"
-LOCAL_JUDGE_VERSION = "local-2"
+LOCAL_JUDGE_VERSION = "local-3"
 
 # Negation words up to this many tokens before the first matched word still belong to
 # the matched stretch ("No refunds are issued ..." negates "refunds are issued").
@@ -56,6 +60,7 @@ class _Passage:
     norms: tuple[frozenset[str], ...]  # the set of token norms of each window
 
 
+@lru_cache(maxsize=65536)  # each claim is judged twice (retrieved chunks, then corpus hits)
 def claim_profile(claim: str) -> _ClaimProfile | None:
     toks = tokens(claim)
     content = [t for t in toks if not t.is_stop]
@@ -90,6 +95,9 @@ def _passage(text: str) -> _Passage:
 
 def judge_pair(profile: _ClaimProfile, passage: str, partial_threshold: float) -> Verdict:
     """The local verdict for one claim profile against one passage."""
+    overall = len(profile.content & _norm_set(passage)) / len(profile.content)
+    if overall < partial_threshold:  # no window can reach the threshold (docstring, 2.)
+        return _unsupported(overall)
     p = _passage(passage)
     coverages = [len(profile.content & norms) / len(profile.content) for norms in p.norms]
     best: tuple[tuple[bool, float, int], int] | None = None
@@ -105,8 +113,7 @@ def judge_pair(profile: _ClaimProfile, passage: str, partial_threshold: float) -
         if best is None or key > best[0]:
             best = (key, w)
     if best is None:
-        top = max((len(profile.content & n) for n in p.norms), default=0) / len(profile.content)
-        return Verdict(verdict="unsupported", confidence=round(1 - top, 4), reason=f"coverage {top:.2f}")
+        return _unsupported(overall)
     (agrees, coverage, _), w = best
     start, end = _matched_stretch(profile, p, w)
     problems = _disagreements(profile, p, w)
@@ -117,6 +124,15 @@ def judge_pair(profile: _ClaimProfile, passage: str, partial_threshold: float) -
         quote_start=start,
         reason=f"coverage {coverage:.2f}" + (f"; {'; '.join(problems)}" if problems else ""),
     )
+
+
+def _unsupported(coverage: float) -> Verdict:
+    return Verdict(verdict="unsupported", confidence=round(1 - coverage, 4), reason=f"passage coverage {coverage:.2f}")
+
+
+@lru_cache(maxsize=65536)
+def _norm_set(text: str) -> frozenset[str]:
+    return norm_set(text)
 
 
 def _matched_stretch(profile: _ClaimProfile, p: _Passage, w: int) -> tuple[int, int]:

@@ -1,0 +1,153 @@
+"""The answer store (tasks/reuse.py): keys, round trip, retries, damage, pruning, order."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from ragspan.tasks import schemas
+from ragspan.tasks.judges.base import JudgeSpec, JudgeStats
+from ragspan.tasks.reuse import (MAX_CONTEXTS, answer_keys, context_key, in_answer_order, merged, remember,
+                                 split_known)
+from ragspan.tasks.shards import ShardResult
+
+
+def _answers(n: int = 3) -> pd.DataFrame:
+    return schemas.Answers.validate(pd.DataFrame({
+        "run": ["r"] * n, "question_id": [f"q{i}" for i in range(n)],
+        "answer": [f"Answer number {i}." for i in range(n)], "claims": [None] * n,
+    }))
+
+
+def _passages(n: int = 3) -> pd.DataFrame:
+    rows = [{"question_id": f"q{i}", "claim_id": None, "source": "retrieved", "chunk_id": f"c{i}-{r}",
+             "doc_id": f"d{i}", "passage_start": 10 * r, "rank": r + 1, "in_context": r < 1, "score": 1.0 / (r + 1),
+             "passage_text": f"passage {i} {r}"} for i in range(n) for r in range(2)]
+    return schemas.table(rows, schemas.Passages)
+
+
+def _table(rows: list[dict], model: type) -> pd.DataFrame:
+    """Rows with the columns the steps produce (byte offsets are added only on write)."""
+    columns = [c for c in model.to_schema().columns if c not in ("byte_start", "byte_end")]
+    return model.validate(pd.DataFrame(rows, columns=columns))
+
+
+def _result(question_ids: list[str], retry: frozenset[str] = frozenset()) -> ShardResult:
+    claims = schemas.table([{"run": "r", "question_id": q, "claim_id": f"{q}:c0", "claim_index": 0,
+                             "claim": f"claim of {q}", "answer_start": 0, "answer_end": 5, "origin": "decomposed",
+                             "decompose_error": None} for q in question_ids], schemas.Claims)
+    spans = _table([{"claim_id": f"{q}:c0", "source": "retrieved", "chunk_id": f"c-{q}", "doc_id": "d",
+                            "char_start": 0, "char_end": 4, "span_text": "text", "match": "exact", "rank": 1,
+                            "in_context": True, "score": 0.5, "verdict": "supported", "confidence": 0.9,
+                     "reason": None} for q in question_ids], schemas.Spans)
+    diagnoses = _table([{"run": "r", "question_id": q, "claim_id": f"{q}:c0", "claim": f"claim of {q}",
+                                "answer_start": 0, "answer_end": 5, "label": "correct", "doc_id": "d",
+                                "chunk_id": f"c-{q}", "char_start": 0, "char_end": 4, "span_text": "text", "rank": 1,
+                                "in_context": True, "score": 0.5, "reason": "because", "source_conflict": False,
+                                "evidence_source": "retrieved", "match": "exact", "confidence": 0.9}
+                        for q in question_ids], schemas.Diagnoses)
+    return ShardResult(claims, spans, diagnoses, JudgeStats(calls=len(question_ids)), {}, retry)
+
+
+CTX = context_key(JudgeSpec(), "code-1", 0.6, 5, "/state/index/abc123")
+
+
+def test_a_changed_passage_changes_only_its_answers_key():
+    answers, passages = _answers(), _passages()
+    before = answer_keys(answers, passages, CTX)
+    changed = passages.copy()
+    changed.loc[changed["question_id"] == "q1", "passage_text"] = "a different passage"
+    after = answer_keys(answers, changed, CTX)
+    assert [q for q in before if before[q] != after[q]] == ["q1"]
+    reranked = passages.copy()
+    reranked.loc[reranked["question_id"] == "q2", "in_context"] = True  # the cutoff moved
+    assert [q for q, k in answer_keys(answers, reranked, CTX).items() if k != before[q]] == ["q2"]
+
+
+def test_keys_do_not_depend_on_answer_order_but_on_every_part_of_the_context():
+    answers, passages = _answers(), _passages()
+    keys = answer_keys(answers, passages, CTX)
+    assert answer_keys(answers.iloc[::-1].reset_index(drop=True), passages, CTX) == keys
+    others = [
+        context_key(JudgeSpec(prompt_version="local-0"), "code-1", 0.6, 5, "/state/index/abc123"),
+        context_key(JudgeSpec(), "code-2", 0.6, 5, "/state/index/abc123"),
+        context_key(JudgeSpec(), "code-1", 0.7, 5, "/state/index/abc123"),
+        context_key(JudgeSpec(), "code-1", 0.6, 6, "/state/index/abc123"),
+        context_key(JudgeSpec(), "code-1", 0.6, 5, "/state/index/other"),
+    ]
+    assert len({CTX, *others}) == 6
+    for ctx in others:
+        assert set(answer_keys(answers, passages, ctx).values()).isdisjoint(keys.values())
+
+
+def test_round_trip_serves_stored_answers_and_evaluates_the_rest(tmp_path: Path):
+    answers, passages = _answers(3), _passages(3)
+    first = split_known(answers, passages, tmp_path, CTX, enabled=True)
+    assert first.reused == 0 and len(first.fresh) == 3
+    remember(first, merged(first, answers, [_result(["q2", "q0"]), _result(["q1"])]))
+    again = split_known(answers, passages, tmp_path, CTX, enabled=True)
+    assert again.reused == 3 and again.fresh.empty
+    assert list(again.known.claims["question_id"]) == ["q0", "q1", "q2"]  # input order restored
+    assert list(again.known.spans.columns) == list(_result(["q0"]).spans.columns)
+    # One answer changed: only it is fresh; the others' rows come back unchanged.
+    changed = answers.copy()
+    changed.loc[1, "answer"] = "Something new."
+    partial = split_known(changed, passages, tmp_path, CTX, enabled=True)
+    assert list(partial.fresh["question_id"]) == ["q1"] and partial.reused == 2
+    run = merged(partial, changed, [_result(["q1"])])
+    pd.testing.assert_frame_equal(run.diagnoses, merged(first, answers, [_result(["q0", "q1", "q2"])]).diagnoses)
+    assert run.stats.calls == 1  # stored answers cost no call
+
+
+def test_answers_with_a_retryable_judge_failure_are_not_stored(tmp_path: Path):
+    answers, passages = _answers(3), _passages(3)
+    first = split_known(answers, passages, tmp_path, CTX, enabled=True)
+    remember(first, merged(first, answers, [_result(["q0", "q1", "q2"], retry=frozenset({"q1"}))]))
+    again = split_known(answers, passages, tmp_path, CTX, enabled=True)
+    assert list(again.fresh["question_id"]) == ["q1"]
+
+
+def test_a_damaged_store_costs_a_re_evaluation_not_a_crash(tmp_path: Path):
+    answers, passages = _answers(2), _passages(2)
+    first = split_known(answers, passages, tmp_path, CTX, enabled=True)
+    remember(first, merged(first, answers, [_result(["q0", "q1"])]))
+    (tmp_path / CTX / "diagnoses.parquet").write_bytes(b"not parquet")
+    again = split_known(answers, passages, tmp_path, CTX, enabled=True)
+    assert again.reused == 0 and len(again.fresh) == 2
+    remember(again, merged(again, answers, [_result(["q0", "q1"])]))  # and the store heals
+    assert split_known(answers, passages, tmp_path, CTX, enabled=True).reused == 2
+
+
+def test_reuse_off_evaluates_everything_and_stores_nothing(tmp_path: Path):
+    answers, passages = _answers(2), _passages(2)
+    off = split_known(answers, passages, tmp_path, CTX, enabled=False)
+    assert off.reused == 0 and len(off.fresh) == 2
+    remember(off, merged(off, answers, [_result(["q0", "q1"])]))
+    assert not any(tmp_path.iterdir())
+
+
+def test_only_the_most_recent_contexts_are_kept(tmp_path: Path):
+    answers, passages = _answers(1), _passages(1)
+    contexts = [context_key(JudgeSpec(), f"code-{i}", 0.6, 5, "idx") for i in range(MAX_CONTEXTS + 2)]
+    for ctx in contexts:
+        r = split_known(answers, passages, tmp_path, ctx, enabled=True)
+        remember(r, merged(r, answers, [_result(["q0"])]))
+    kept = {p.name for p in tmp_path.iterdir() if p.is_dir() and not p.name.startswith(".")}
+    assert len(kept) == MAX_CONTEXTS and contexts[-1] in kept and contexts[0] not in kept
+
+
+def test_answer_order_is_stable_inside_an_answer():
+    answers = _answers(3)
+    table = pd.DataFrame({"question_id": ["q2", "q0", "q2", "q1", "q0"], "n": [1, 2, 3, 4, 5]})
+    out = in_answer_order(table, table["question_id"], answers)
+    assert list(out["n"]) == [2, 5, 4, 1, 3]
+
+
+@pytest.mark.parametrize("bad", [b"", b"PAR1garbage"])
+def test_a_truncated_table_is_treated_as_no_store(tmp_path: Path, bad: bytes):
+    answers, passages = _answers(1), _passages(1)
+    r = split_known(answers, passages, tmp_path, CTX, enabled=True)
+    remember(r, merged(r, answers, [_result(["q0"])]))
+    (tmp_path / CTX / "claims.parquet").write_bytes(bad)
+    assert split_known(answers, passages, tmp_path, CTX, enabled=True).reused == 0
