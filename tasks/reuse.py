@@ -157,7 +157,7 @@ def merged(reuse: Reuse, answers: pd.DataFrame, results: list[ShardResult]) -> S
 def remember(reuse: Reuse, run: ShardResult) -> None:
     """Store the run's rows by answer key (not answers with a retryable judge failure), keeping
     what the store held for other answers; prune old contexts."""
-    if not reuse.store:
+    if not reuse.store or reuse.reused == len(reuse.keys):  # off, or nothing new to store
         return
     store = Path(reuse.store)
     keep = {q: k for q, k in reuse.keys.items() if q not in run.retry}

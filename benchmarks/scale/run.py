@@ -126,6 +126,7 @@ def evaluate(ws: Path, home: Path, out: Path, timings: Path | None, runner: str)
     m = json.loads((out / "metrics.json").read_text())
     r.pop("stdout")
     r.update(claims=m["claims"], judge_calls=m["judge"]["calls"], task_states=m["judge"]["task_states"],
+             answers_reused=m["judge"].get("answers_reused", 0),
              labels={k: v["count"] for k, v in m["labels"].items()})
     if timings is not None and timings.exists():
         recs = [json.loads(line) for line in timings.read_text().splitlines()]
@@ -288,7 +289,9 @@ def measure(work: Path, chunks: int, answers: int, repeats: int, runner: str, re
             changed_judge_calls=median([r["judge_calls"] for r in res["changed"]]),
             cold_judge_calls=res["cold"][0]["judge_calls"],
             changed_shards_rerun=res["changed"][0]["task_states"].get("diagnose", {}).get("Completed", 0),
-            shards=sum(res["changed"][0]["task_states"].get("diagnose", {}).values()),
+            shards=sum(res["cold"][0]["task_states"].get("diagnose", {}).values()),
+            unchanged_answers_reused=res["unchanged"][0]["answers_reused"],
+            changed_answers_reused=res["changed"][0]["answers_reused"],
         )
         res["summary"]["changed_over_cold"] = round(res["summary"]["changed_s"] / cold, 3)
     return res
@@ -321,15 +324,16 @@ def growth(results: list[dict]) -> dict:
 
 def table(results: list[dict]) -> str:
     head = ("| chunks | answers | claims | cold s | peak RSS MB | floor s | cold/floor | pure s | Prefect+startup s "
-            "| unchanged s (judge calls) | 5% changed s (shards re-run) | changed/cold |")
+            "| unchanged s (judge calls) | 5% changed s (shards run, answers evaluated) | changed/cold |")
     lines = [head, "|" + "---:|" * (head.count("|") - 1)]
     for r in results:
-        s = r["summary"]
+        s, answers = r["summary"], r["answers"]
         lines.append(
             f"| {r['chunks']:,} | {r['answers']:,} | {s['claims']:,} | {s['cold_s']} | {s['peak_rss_mb']:,} "
             f"| {s['floor_s']} | {s['cold_over_floor']} | {s['pure_total_s']} | {s['prefect_overhead_s']} "
             f"| {s.get('unchanged_s', '–')} ({s.get('unchanged_judge_calls', '–')}) "
-            f"| {s.get('changed_s', '–')} ({s.get('changed_shards_rerun', '–')}/{s.get('shards', '–')}) "
+            f"| {s.get('changed_s', '–')} ({s.get('changed_shards_rerun', '–')}/{s.get('shards', '–')}, "
+            f"{answers - s.get('changed_answers_reused', 0) if 'changed_s' in s else '–'} answers) "
             f"| {s.get('changed_over_cold', '–')} |")
     lines += ["", "| chunks × answers | " + " | ".join(STEPS) + " |", "|---|" + "---:|" * len(STEPS)]
     for r in results:
