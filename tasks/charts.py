@@ -323,22 +323,17 @@ def evidence_positions(diagnoses: pd.DataFrame, retrieved: pd.DataFrame | None) 
     if retrieved is not None and len(retrieved):
         ctx = retrieved[retrieved["in_context"].astype(bool)]
         cutoff = {str(q): int(r) for q, r in ctx.groupby("question_id")["rank"].max().items()}
-    offsets: dict[int, int] = {}
-    corpus = none = 0
-    for d in diagnoses.to_dict("records"):
-        label = d["label"]
-        if label == "unjudged":
-            continue
-        if label in ("correct", "rank_failure") and pd.notna(d.get("rank")):
-            k = cutoff.get(str(d["question_id"]))
-            if k is None:  # no retrieved table: only in/out of context is known
-                k = int(d["rank"]) if label == "correct" else int(d["rank"]) - 1
-            off = int(d["rank"]) - k
-            offsets[off] = offsets.get(off, 0) + 1
-        elif label == "retrieval_miss":
-            corpus += 1
-        else:
-            none += 1
+    judged = diagnoses[diagnoses["label"] != "unjudged"]
+    label = judged["label"]
+    ranked = label.isin(("correct", "rank_failure")) & judged["rank"].notna()
+    rank = judged.loc[ranked, "rank"].astype("int64")
+    k = judged.loc[ranked, "question_id"].astype(str).map(cutoff)
+    # no retrieved table for the question: only in/out of context is known
+    fallback = rank.where(label[ranked] == "correct", rank - 1)
+    off = rank - k.fillna(fallback).astype("int64")
+    offsets = {int(o): int(n) for o, n in off.value_counts().items()}
+    corpus = int((label[~ranked] == "retrieval_miss").sum())
+    none = int((~ranked).sum()) - corpus
     out = []
     for off in sorted(offsets):
         steps = f"{abs(off)} rank{'s' if abs(off) > 1 else ''}"

@@ -195,9 +195,9 @@ def summary_markdown(metrics: dict, comparison: dict | None = None, images: tupl
 
 def broken_spans(spans: pd.DataFrame, corpus: pd.DataFrame) -> list[str]:
     """Claim ids of spans breaking `doc[start:end] == text` (must be empty to write)."""
-    texts = dict(zip(corpus["doc_id"], corpus["text"]))
-    return [c for c, d, s, e, t in zip(spans["claim_id"], spans["doc_id"], spans["char_start"],
-                                      spans["char_end"], spans["span_text"]) if texts[d][s:e] != t]
+    texts = dict(zip(corpus["doc_id"].tolist(), corpus["text"].tolist()))
+    columns = (spans[c].tolist() for c in ("claim_id", "doc_id", "char_start", "char_end", "span_text"))
+    return [c for c, d, s, e, t in zip(*columns) if texts[d][s:e] != t]
 
 
 def with_byte_offsets(table: pd.DataFrame, texts: dict[str, str]) -> pd.DataFrame:
@@ -228,7 +228,7 @@ def write_results(out_dir: Path, run: str, claims: pd.DataFrame, spans: pd.DataF
     page = render_html(metrics, diagnoses, answers, corpus, spans=spans, questions=questions,
                        retrieved=retrieved, comparison=comparison)
     summary = summary_markdown(metrics, comparison, tuple(n for n in images if n.endswith(".png")))
-    texts = dict(zip(corpus["doc_id"], corpus["text"]))
+    texts = dict(zip(corpus["doc_id"].tolist(), corpus["text"].tolist()))
     write_atomic_dir(out_dir, {
         "claims.parquet": lambda p: claims.to_parquet(p, index=False),
         "spans.parquet": lambda p: with_byte_offsets(spans, texts).to_parquet(p, index=False),

@@ -38,7 +38,7 @@ import math
 import pandas as pd
 from ragspan.tasks import charts, stats
 from ragspan.tasks.charts import LABEL_COLORS
-from ragspan.tasks.schemas import LABELS
+from ragspan.tasks.schemas import LABELS, records
 
 CONTEXT_CHARS = 160
 STAGES = {
@@ -328,22 +328,22 @@ def _claim_evidence(d: dict, spans: list[dict], texts: dict[str, str], cutoff: i
 def _claims_section(metrics: dict, diagnoses: pd.DataFrame, answers: pd.DataFrame, corpus: pd.DataFrame,
                     spans: pd.DataFrame | None, questions: pd.DataFrame | None,
                     retrieved: pd.DataFrame | None) -> str:
-    texts = dict(zip(corpus["doc_id"], corpus["text"]))
-    answer_of = dict(zip(answers["question_id"], answers["answer"]))
-    q_rows = {} if questions is None else {r["question_id"]: r for r in questions.to_dict("records")}
+    texts = dict(zip(corpus["doc_id"].tolist(), corpus["text"].tolist()))
+    answer_of = dict(zip(answers["question_id"].tolist(), answers["answer"].tolist()))
+    q_rows = {} if questions is None else {r["question_id"]: r for r in records(questions)}
     cutoffs: dict[str, int] = {}
     if retrieved is not None and len(retrieved):
         ctx = retrieved[retrieved["in_context"].astype(bool)]
         cutoffs = {q: int(r) for q, r in ctx.groupby("question_id")["rank"].max().items()}
     spans_of: dict[str, list[dict]] = {}
     if spans is not None:
-        for s in spans.to_dict("records"):
+        for s in records(spans):
             spans_of.setdefault(s["claim_id"], []).append(s)
     keys = list(metrics.get("by_metadata") or {})
     meta = _claim_meta(diagnoses, corpus, questions, retrieved, keys)
     ids = {cid: f"c-{i}" for i, cid in enumerate(diagnoses["claim_id"])}
     by_question: dict[str, list[dict]] = {}
-    for rec in diagnoses.to_dict("records"):  # one conversion, grouped in Python: 10k groups are slow in pandas
+    for rec in records(diagnoses):  # one conversion, grouped in Python: 10k groups are slow in pandas
         by_question.setdefault(rec["question_id"], []).append(rec)
     shown = sorted(by_question)
     note = ""
