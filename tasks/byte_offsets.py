@@ -74,10 +74,11 @@ def utf8_spans(
         s, e = int(s), int(e)
         rows.append((d, s, e))
         wanted.setdefault(d, []).extend((s, e))
-    maps: dict[str, dict[int, int]] = {}
+    maps: dict[str, dict[int, int] | None] = {}
     for d, idx in wanted.items():
         text = texts[d]
-        maps[d] = dict(zip(idx, utf8_offsets(text, idx)))
+        # In an ASCII document every character is one byte: offsets carry over as they are.
+        maps[d] = None if text.isascii() else dict(zip(idx, utf8_offsets(text, idx)))
     byte_starts: list[int | None] = []
     byte_ends: list[int | None] = []
     for r in rows:
@@ -86,6 +87,7 @@ def utf8_spans(
             byte_ends.append(None)
         else:
             d, s, e = r
-            byte_starts.append(maps[d][s])
-            byte_ends.append(maps[d][e])
+            m = maps[d]
+            byte_starts.append(s if m is None else m[s])
+            byte_ends.append(e if m is None else m[e])
     return byte_starts, byte_ends
