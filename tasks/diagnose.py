@@ -95,7 +95,7 @@ def _reason(label: str, top: dict) -> str:
 
 def _records(table: pd.DataFrame) -> list[dict]:
     """Rows as dicts with missing values as None (pandas gives NaN/NA otherwise)."""
-    return table.astype(object).where(table.notna(), None).to_dict("records")
+    return schemas.records(table, missing_as_none=True)
 
 
 def diagnoses_for_claims(claims: pd.DataFrame, judged: Iterable[pd.DataFrame], support_threshold: float) -> pd.DataFrame:
