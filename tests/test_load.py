@@ -591,3 +591,40 @@ def test_schema_backstop_reports_row_and_field() -> None:
     with pytest.raises(InputError) as info:
         _validate_schema(Corpus, df, Path("corpus.jsonl"), [4, 7])
     assert (info.value.row, info.value.field) == (4, "doc_id")
+
+
+def test_validated_inputs_are_cached_until_any_file_changes(tmp_path, monkeypatch):
+    import shutil
+
+    from conftest import SAMPLE
+    from ragspan.tasks.load import load_workspace
+
+    monkeypatch.setenv("RAGSPAN_HOME", str(tmp_path / "state"))
+    data = tmp_path / "data"
+    shutil.copytree(SAMPLE, data)
+    first = load_workspace(data, "baseline", 800, 100, 3)
+    kept = list((tmp_path / "state" / "inputs").glob("*.pickle"))
+    assert len(kept) == 1
+    again = load_workspace(data, "baseline", 800, 100, 3)  # served from the cache
+    pd.testing.assert_frame_equal(again.answers, first.answers)
+    assert again.input_files == first.input_files and again.data_dir == data
+    # Another argument is another entry.
+    load_workspace(data, "baseline", 800, 100, 2)
+    assert len(list((tmp_path / "state" / "inputs").glob("*.pickle"))) == 2
+    # Any edit to an input file is read afresh (same size, even).
+    run_file = data / "runs" / "baseline.jsonl"
+    text = run_file.read_text(encoding="utf-8")
+    first_answer = json.loads(text.splitlines()[0])["answer"]
+    swapped = first_answer.replace(first_answer[0], "Z", 1)
+    run_file.write_text(text.replace(first_answer, swapped, 1), encoding="utf-8")
+    changed = load_workspace(data, "baseline", 800, 100, 3)
+    assert changed.answers.loc[0, "answer"] == swapped != first.answers.loc[0, "answer"]
+    # A damaged entry is ignored, not trusted.
+    for entry in (tmp_path / "state" / "inputs").glob("*.pickle"):
+        entry.write_bytes(b"garbage")
+    assert load_workspace(data, "baseline", 800, 100, 3).answers.loc[0, "answer"] == swapped
+    # An invalid input is never cached: the error comes back on every load.
+    (data / "questions.csv").write_text("nope\n", encoding="utf-8")
+    for _ in range(2):
+        with pytest.raises(InputError):
+            load_workspace(data, "baseline", 800, 100, 3)
