@@ -73,6 +73,20 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _without_heartbeat():
+    """A CLI run blocks until its flow ends, so Prefect's flow-run heartbeat (zombie
+    detection for workers) adds nothing but ~1 s joining its thread at the end (STACK.md).
+    Off unless PREFECT_FLOWS_HEARTBEAT_FREQUENCY is set; served deployments keep it."""
+    import contextlib
+    import os
+
+    if "PREFECT_FLOWS_HEARTBEAT_FREQUENCY" in os.environ:
+        return contextlib.nullcontext()
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+
+    return temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None})
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from ragspan.flows import progress
     from ragspan.flows.evaluate import evaluate
@@ -98,9 +112,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     with progress.activate(reporter):
         reporter.start(run, len(ws.answers), -(-len(ws.answers) // shard_size))
         runner = task_runner(args.task_runner, settings.pipeline.shard_concurrency, args.dask_address)
-        metrics = evaluate.with_options(task_runner=runner)(
-            data_dir=data, run=run, out_dir=out, params_path=_params_path(args.params), overrides=overrides,
-            compare_to=args.compare_to)
+        with _without_heartbeat():
+            metrics = evaluate.with_options(task_runner=runner)(
+                data_dir=data, run=run, out_dir=out, params_path=_params_path(args.params), overrides=overrides,
+                compare_to=args.compare_to)
         reporter.done(metrics["claims"], {k: v["count"] for k, v in metrics["labels"].items()})
     if args.json:
         print(json.dumps({k: metrics[k] for k in ("run", "claims", "judged", "unjudged", "labels")}))

@@ -171,6 +171,13 @@ def token_arrays(text: str) -> tuple[list[int], list[int], list[str], list[bool]
     return starts, list(map(add, starts, lens)), list(norms), list(negs)
 
 
+def word_features(text: str) -> list[tuple[str, tuple[str, bool, bool, bool, bool]]]:
+    """(raw word, its `_features`: norm, is_number, is_entity, is_negation, is_stop) per
+    token — `tokens()` without offsets or Token objects (several times faster)."""
+    raws = [r for r in (m.rstrip(".,:/-'’") for m in _WORD.findall(text)) if r]
+    return list(zip(raws, map(_features, raws)))
+
+
 def tokens(text: str) -> list[Token]:
     """Word tokens of `text` with raw offsets and the features the local judge checks."""
     out: list[Token] = []

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ragspan.tasks.judges.base import ClaimText, JudgeFailure, JudgeSpec, JudgeStats, Verdict
-from ragspan.tasks.text import norm_set, sentence_spans, token_arrays, tokens
+from ragspan.tasks.text import norm_set, sentence_spans, token_arrays, word_features
 
 # The local judge's identity in cache keys and manifests: bump the version whenever a
 # change here can change a verdict.
@@ -62,17 +62,17 @@ class _Passage:
 
 @lru_cache(maxsize=65536)  # each claim is judged twice (retrieved chunks, then corpus hits)
 def claim_profile(claim: str) -> _ClaimProfile | None:
-    toks = tokens(claim)
-    content = [t for t in toks if not t.is_stop]
+    words = word_features(claim)  # (raw, (norm, is_number, is_entity, is_negation, is_stop))
+    content = [(i, raw, f) for i, (raw, f) in enumerate(words) if not f[4]]
     if not content:
         return None
     # A claim's first word is capitalised by grammar, not because it is a name.
-    entities = {t.norm for t in content if t.is_entity and (t is not toks[0] or t.text.isupper())}
+    entities = {f[0] for i, raw, f in content if f[2] and (i > 0 or raw.isupper())}
     return _ClaimProfile(
-        content=frozenset(t.norm for t in content),
-        numbers=frozenset(t.norm for t in content if t.is_number),
+        content=frozenset(f[0] for _, _, f in content),
+        numbers=frozenset(f[0] for _, _, f in content if f[1]),
         entities=frozenset(entities),
-        negated=any(t.is_negation for t in toks),
+        negated=any(f[3] for _, f in words),
     )
 
 
@@ -126,7 +126,10 @@ def judge_pair(profile: _ClaimProfile, passage: str, partial_threshold: float) -
     )
 
 
+@lru_cache(maxsize=4096)  # coverages are small fractions (k / content words): few values
 def _unsupported(coverage: float) -> Verdict:
+    """Verdicts are frozen, so one instance per coverage serves every unsupported pair
+    (most pairs; building a pydantic model each time was a third of the judge's time)."""
     return Verdict(verdict="unsupported", confidence=round(1 - coverage, 4), reason=f"passage coverage {coverage:.2f}")
 
 
