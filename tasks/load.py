@@ -1120,47 +1120,57 @@ def _load_run(
 # --------------------------------------------------------------------------- workspace
 
 
-# Validated inputs are kept under <state>/inputs/, keyed by the loader's arguments, the
-# code version and the stat (path, size, mtime, ctime, inode) of every file under the data
-# directory: parsing and validating 100k chunks and 10k answers takes ~2.3 s, reading the
-# pickled workspace back ~0.1 s. So the flow's load task does not redo what the CLI just
-# did, and a re-run on unchanged files starts at once. Any change to any file under the
-# data directory (ctime cannot be set back) means a fresh read. Only valid inputs are
-# kept; the INPUT_CACHE_KEEP most recent.
-INPUT_CACHE_KEEP = 4
+# Validated inputs are kept under <state>/inputs/ at two levels: the corpus, chunks and
+# questions ("base-*", keyed by every file under the data directory except runs/) and the
+# whole workspace of one run ("ws-*", keyed by the base and the run file), each also by
+# the loader's arguments and the code version. A key is the stat (path, size, mtime,
+# ctime, inode) of the files: any edit changes ctime. Parsing and validating 100k chunks
+# and 10k answers takes ~2.3 s, reading a workspace back ~0.1 s — so the flow's load task
+# does not redo what the CLI just did, a re-run on unchanged files starts at once, and a
+# changed run file re-reads only itself. Only valid inputs are kept; the INPUT_CACHE_KEEP
+# most recent of each level.
+INPUT_CACHE_KEEP = 3
 
 
-def _input_key(data_dir: Path, args: tuple) -> str:
-    from ragspan.tasks.config import code_version
-
-    h = hashlib.sha256(repr((str(data_dir.resolve()), args, code_version())).encode())
-    for path in sorted(data_dir.rglob("*")):
-        if path.is_file():
-            st = path.stat()
-            h.update(repr((str(path), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)).encode())
+def _stat_digest(h: Any, paths: list[Path]) -> str:
+    for path in paths:
+        st = path.stat()
+        h.update(repr((str(path), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)).encode())
     return h.hexdigest()[:32]
 
 
-def _cached_workspace(path: Path) -> Workspace | None:
+def _input_keys(data_dir: Path, run: str | None, base_args: tuple, run_args: tuple) -> tuple[str, str]:
+    from ragspan.tasks.config import code_version
+
+    runs = data_dir / "runs"
+    files = sorted(p for p in data_dir.rglob("*") if p.is_file())
+    base = _stat_digest(hashlib.sha256(repr((str(data_dir.resolve()), base_args, code_version())).encode()),
+                        [p for p in files if runs not in p.parents])
+    run_file = runs / f"{run}.jsonl"
+    whole = _stat_digest(hashlib.sha256(repr((base, run, run_args)).encode()),
+                         [run_file] if run and run_file.is_file() else [])
+    return base, whole
+
+
+def _cached(path: Path) -> Any:
     try:
         with open(path, "rb") as f:
-            ws = pickle.load(f)
+            value = pickle.load(f)
     except Exception:  # missing, truncated or from another pandas: read the files instead
         return None
-    if not isinstance(ws, Workspace):
-        return None
-    os.utime(path)  # recently used: kept by the pruning below
-    return ws
+    os.utime(path)  # recently used: kept by the pruning in _keep
+    return value
 
 
-def _keep_workspace(path: Path, ws: Workspace) -> None:
+def _keep(path: Path, value: Any) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         with open(tmp, "wb") as f:
-            pickle.dump(ws, f, protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.dump(value, f, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(tmp, path)
-        kept = sorted(path.parent.glob("*.pickle"), key=lambda p: p.stat().st_mtime, reverse=True)
+        level = path.name.split("-", 1)[0]
+        kept = sorted(path.parent.glob(f"{level}-*.pickle"), key=lambda p: p.stat().st_mtime, reverse=True)
         for stale in kept[INPUT_CACHE_KEEP:]:
             stale.unlink(missing_ok=True)
     except OSError:  # a read-only state dir only costs the next load a full read
@@ -1181,17 +1191,23 @@ def load_workspace(
     data_dir = Path(data_dir)
     if not data_dir.is_dir():
         raise InputError(data_dir, None, None, "data directory not found")
-    cache = state_dir() / "inputs" / f"{_input_key(data_dir, (run, chunk_size, chunk_overlap, default_context_k))}.pickle"
-    ws = _cached_workspace(cache)
-    if ws is not None:
+    root = state_dir() / "inputs"
+    base_key, ws_key = _input_keys(data_dir, run, (chunk_size, chunk_overlap), (default_context_k,))
+    ws = _cached(root / f"ws-{ws_key}.pickle")
+    if isinstance(ws, Workspace):
         return dataclasses.replace(ws, data_dir=data_dir)
-    ws = _read_workspace(data_dir, run, chunk_size, chunk_overlap, default_context_k)
-    _keep_workspace(cache, ws)
+    base = _cached(root / f"base-{base_key}.pickle")
+    if not (isinstance(base, tuple) and len(base) == 4):
+        base = _read_base(data_dir, chunk_size, chunk_overlap)
+        _keep(root / f"base-{base_key}.pickle", base)
+    ws = _read_workspace(data_dir, run, default_context_k, *base)
+    _keep(root / f"ws-{ws_key}.pickle", ws)
     return ws
 
 
-def _read_workspace(data_dir: Path, run: str | None, chunk_size: int, chunk_overlap: int,
-                    default_context_k: int) -> Workspace:
+def _read_base(data_dir: Path, chunk_size: int, chunk_overlap: int
+               ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict[str, str]]:
+    """corpus, chunks, questions and their files' md5s: what every run of a data dir shares."""
     files: dict[str, str] = {}
     corpus, h = load_corpus(data_dir)
     files.update(h)
@@ -1199,6 +1215,12 @@ def _read_workspace(data_dir: Path, run: str | None, chunk_size: int, chunk_over
     files.update(h)
     questions, h = _load_questions(data_dir)
     files.update(h)
+    return corpus, chunks, questions, files
+
+
+def _read_workspace(data_dir: Path, run: str | None, default_context_k: int, corpus: pd.DataFrame,
+                    chunks: pd.DataFrame, questions: pd.DataFrame, base_files: dict[str, str]) -> Workspace:
+    files = dict(base_files)
     if run is None:
         answers, retrieved = _empty_answers(), _retrieved_frame({k: [] for k in _RETRIEVED_COLS})
     else:

@@ -9,9 +9,10 @@ gets its rows from there; only the others go through the shards and their cached
 steps. A re-run with 5 % of the answers changed evaluates those 5 %, wherever they are in
 the file (Prefect's step cache alone re-runs every shard that holds one changed answer).
 
-Store: `<state>/answers/<context>/{claims,spans,diagnoses}.parquet`, each row tagged with
-its answer's key; replaced atomically after each run (the union of what it held and what
-the run produced). Answers hit by a judge failure another attempt may not repeat (an
+Store: `<state>/answers/<context>/seg-*/{claims,spans,diagnoses}.parquet`, each row
+tagged with its answer's key. Each run appends one segment with the answers it evaluated
+(written aside, then renamed: a segment appears whole or not at all); beyond MAX_SEGMENTS
+they are folded into one, the newest rows of an answer winning. Answers hit by a judge failure another attempt may not repeat (an
 outage, a spent budget: RETRYABLE_FAILURES) are never stored, so the next run tries them
 again (their good calls then come from the judge cache). A change of corpus,
 judge, prompt, threshold or code is a new context: nothing is reused across it. Only the
@@ -27,6 +28,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +43,7 @@ from ragspan.tasks.shards import ShardResult
 
 STORE_FORMAT = "reuse-1"  # bump when the stored tables' meaning changes
 MAX_CONTEXTS = 8
+MAX_SEGMENTS = 16  # appended per run; folded into one beyond this
 KEY = "answer_key"
 _WRITE_ONLY = ("byte_start", "byte_end")
 _TABLES = {"claims": schemas.Claims, "spans": schemas.Spans, "diagnoses": schemas.Diagnoses}
@@ -91,14 +94,32 @@ def answer_keys(answers: pd.DataFrame, passages: pd.DataFrame, context: str) -> 
     return keys
 
 
-def _read_store(store: Path) -> dict[str, pd.DataFrame] | None:
-    """The stored tables, or None when the store is missing or unreadable (a damaged
-    store only costs a re-evaluation)."""
+def _segments(store: Path) -> list[Path]:
+    return sorted(p for p in store.iterdir() if p.is_dir() and p.name.startswith("seg-")) if store.is_dir() else []
+
+
+def _read_segment(seg: Path) -> dict[str, pd.DataFrame] | None:
     try:
-        tables = {name: pd.read_parquet(store / f"{name}.parquet") for name in _TABLES}
+        tables = {name: pd.read_parquet(seg / f"{name}.parquet") for name in _TABLES}
     except (OSError, ValueError):
         return None
     return tables if all(KEY in t.columns for t in tables.values()) else None
+
+
+def _read_store(store: Path) -> dict[str, pd.DataFrame] | None:
+    """Every answer's rows from the newest segment that holds it, or None when there is
+    nothing readable (a damaged segment is skipped: it only costs a re-evaluation)."""
+    parts: dict[str, list[pd.DataFrame]] = {name: [] for name in _TABLES}
+    for i, seg in enumerate(_segments(store)):
+        tables = _read_segment(seg)
+        if tables is not None:
+            for name, t in tables.items():
+                parts[name].append(t.assign(_seg=i))
+    if not parts["claims"]:
+        return None
+    tables = {name: pd.concat(ts, ignore_index=True) for name, ts in parts.items()}
+    newest = tables["claims"].groupby(KEY)["_seg"].max()
+    return {name: t[t["_seg"] == t[KEY].map(newest)].drop(columns=["_seg"]) for name, t in tables.items()}
 
 
 def _empty(model: type) -> pd.DataFrame:
@@ -155,36 +176,42 @@ def merged(reuse: Reuse, answers: pd.DataFrame, results: list[ShardResult]) -> S
 
 
 def remember(reuse: Reuse, run: ShardResult) -> None:
-    """Store the run's rows by answer key (not answers with a retryable judge failure), keeping
-    what the store held for other answers; prune old contexts."""
+    """Append a segment with the rows of the answers this run evaluated (not those with a
+    retryable judge failure); fold segments beyond MAX_SEGMENTS; prune old contexts."""
     if not reuse.store or reuse.reused == len(reuse.keys):  # off, or nothing new to store
         return
     store = Path(reuse.store)
-    keep = {q: k for q, k in reuse.keys.items() if q not in run.retry}
+    fresh = set(reuse.fresh["question_id"]) - run.retry  # the stored ones are there already
+    keep = {q: k for q, k in reuse.keys.items() if q in fresh}
     question_of = dict(zip(run.claims["claim_id"], run.claims["question_id"]))
     tagged = {
         "claims": run.claims.assign(**{KEY: run.claims["question_id"].map(keep)}),
         "spans": run.spans.assign(**{KEY: run.spans["claim_id"].map(question_of).map(keep)}),
         "diagnoses": run.diagnoses.assign(**{KEY: run.diagnoses["question_id"].map(keep)}),
     }
-    store.parent.mkdir(parents=True, exist_ok=True)
-    with open(store.parent / ".lock", "a") as lock:  # one writer at a time; readers see whole dirs
+    store.mkdir(parents=True, exist_ok=True)
+    _write_segment(store, {name: t[t[KEY].notna()] for name, t in tagged.items()})
+    with open(store.parent / ".lock", "a") as lock:  # one compactor at a time
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
-        old = _read_store(store) if store.exists() else None
-        tmp = Path(tempfile.mkdtemp(prefix=".store-", dir=store.parent))
-        try:
-            for name, table in tagged.items():
-                table = table[table[KEY].notna()]
-                if old is not None:
-                    prior = old[name]
-                    table = pd.concat([prior[~prior[KEY].isin(set(table[KEY]))], table], ignore_index=True)
-                table.to_parquet(tmp / f"{name}.parquet", index=False)
-            if store.exists():
-                shutil.rmtree(store)
-            os.replace(tmp, store)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        segments = _segments(store)
+        if len(segments) > MAX_SEGMENTS:  # fold them into one, newest rows winning
+            whole = _read_store(store)
+            if whole is not None:
+                _write_segment(store, whole)
+                for seg in segments:
+                    shutil.rmtree(seg, ignore_errors=True)
         _prune(store.parent)
+
+
+def _write_segment(store: Path, tables: dict[str, pd.DataFrame]) -> None:
+    """A new segment of the store, appearing whole (written aside, then renamed)."""
+    tmp = Path(tempfile.mkdtemp(prefix=".seg-", dir=store))
+    try:
+        for name, table in tables.items():
+            table.to_parquet(tmp / f"{name}.parquet", index=False)
+        os.replace(tmp, store / f"seg-{time.time_ns():020d}-{os.getpid()}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _prune(root: Path) -> None:

@@ -603,14 +603,19 @@ def test_validated_inputs_are_cached_until_any_file_changes(tmp_path, monkeypatc
     data = tmp_path / "data"
     shutil.copytree(SAMPLE, data)
     first = load_workspace(data, "baseline", 800, 100, 3)
-    kept = list((tmp_path / "state" / "inputs").glob("*.pickle"))
-    assert len(kept) == 1
+    inputs = tmp_path / "state" / "inputs"
+
+    def entries(level: str) -> int:
+        return len(list(inputs.glob(f"{level}-*.pickle")))
+
+    assert (entries("base"), entries("ws")) == (1, 1)
     again = load_workspace(data, "baseline", 800, 100, 3)  # served from the cache
     pd.testing.assert_frame_equal(again.answers, first.answers)
+    pd.testing.assert_frame_equal(again.chunks, first.chunks)
     assert again.input_files == first.input_files and again.data_dir == data
-    # Another argument is another entry.
+    # Another run argument is another workspace on the same base.
     load_workspace(data, "baseline", 800, 100, 2)
-    assert len(list((tmp_path / "state" / "inputs").glob("*.pickle"))) == 2
+    assert (entries("base"), entries("ws")) == (1, 2)
     # Any edit to an input file is read afresh (same size, even).
     run_file = data / "runs" / "baseline.jsonl"
     text = run_file.read_text(encoding="utf-8")
@@ -619,6 +624,8 @@ def test_validated_inputs_are_cached_until_any_file_changes(tmp_path, monkeypatc
     run_file.write_text(text.replace(first_answer, swapped, 1), encoding="utf-8")
     changed = load_workspace(data, "baseline", 800, 100, 3)
     assert changed.answers.loc[0, "answer"] == swapped != first.answers.loc[0, "answer"]
+    assert (entries("base"), entries("ws")) == (1, 3)  # a changed run file re-reads only itself
+    assert changed.input_files != first.input_files
     # A damaged entry is ignored, not trusted.
     for entry in (tmp_path / "state" / "inputs").glob("*.pickle"):
         entry.write_bytes(b"garbage")

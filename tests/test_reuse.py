@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from ragspan.tasks import schemas
 from ragspan.tasks.judges.base import JudgeSpec, JudgeStats
-from ragspan.tasks.reuse import (MAX_CONTEXTS, answer_keys, context_key, in_answer_order, merged, remember,
+from ragspan.tasks.reuse import (MAX_CONTEXTS, MAX_SEGMENTS, answer_keys, context_key, in_answer_order, merged, remember,
                                  split_known)
 from ragspan.tasks.shards import ShardResult
 
@@ -112,7 +112,8 @@ def test_a_damaged_store_costs_a_re_evaluation_not_a_crash(tmp_path: Path):
     answers, passages = _answers(2), _passages(2)
     first = split_known(answers, passages, tmp_path, CTX, enabled=True)
     remember(first, merged(first, answers, [_result(["q0", "q1"])]))
-    (tmp_path / CTX / "diagnoses.parquet").write_bytes(b"not parquet")
+    for f in (tmp_path / CTX).glob("seg-*/diagnoses.parquet"):
+        f.write_bytes(b"not parquet")
     again = split_known(answers, passages, tmp_path, CTX, enabled=True)
     assert again.reused == 0 and len(again.fresh) == 2
     remember(again, merged(again, answers, [_result(["q0", "q1"])]))  # and the store heals
@@ -149,5 +150,33 @@ def test_a_truncated_table_is_treated_as_no_store(tmp_path: Path, bad: bytes):
     answers, passages = _answers(1), _passages(1)
     r = split_known(answers, passages, tmp_path, CTX, enabled=True)
     remember(r, merged(r, answers, [_result(["q0"])]))
-    (tmp_path / CTX / "claims.parquet").write_bytes(bad)
+    for f in (tmp_path / CTX).glob("seg-*/claims.parquet"):
+        f.write_bytes(bad)
     assert split_known(answers, passages, tmp_path, CTX, enabled=True).reused == 0
+
+
+def test_each_run_appends_a_segment_and_many_are_folded_into_one(tmp_path: Path):
+    n = MAX_SEGMENTS + 3
+    answers, passages = _answers(n), _passages(n)
+    for i in range(n):  # one new answer per run, as a 5 %-changed re-run adds a few
+        mine = answers.iloc[: i + 1].reset_index(drop=True)
+        r = split_known(mine, passages, tmp_path, CTX, enabled=True)
+        assert r.reused == i and list(r.fresh["question_id"]) == [f"q{i}"]
+        remember(r, merged(r, mine, [_result([f"q{i}"])]))
+        assert len(list((tmp_path / CTX).glob("seg-*"))) <= MAX_SEGMENTS
+    final = split_known(answers, passages, tmp_path, CTX, enabled=True)
+    assert final.reused == n and final.fresh.empty
+    assert list(final.known.diagnoses["question_id"]) == [f"q{i}" for i in range(n)]
+    assert len(final.known.spans) == n  # no answer's rows twice after folding
+
+
+def test_the_newest_segment_wins_for_an_answer_stored_twice(tmp_path: Path):
+    answers, passages = _answers(1), _passages(1)
+    for label in ("correct", "hallucination"):  # e.g. two runs racing on the same answer
+        r = split_known(answers, passages, tmp_path, CTX, enabled=False)
+        r = type(r)(answers, r.known, answer_keys(answers, passages, CTX), str(tmp_path / CTX))
+        res = _result(["q0"])
+        res = ShardResult(res.claims, res.spans, res.diagnoses.assign(label=label), res.stats, {})
+        remember(r, merged(r, answers, [res]))
+    again = split_known(answers, passages, tmp_path, CTX, enabled=True)
+    assert list(again.known.diagnoses["label"]) == ["hallucination"] and len(again.known.claims) == 1
