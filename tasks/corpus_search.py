@@ -22,14 +22,17 @@ from functools import lru_cache
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 import tantivy
+from pyarrow import feather
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 from ragspan.tasks import schemas
 from ragspan.tasks.orchestration import step_task
 from ragspan.tasks.text import content_norms
 
-INDEX_FORMAT = "tantivy-1"  # bump when the tokenisation or the files change
+INDEX_FORMAT = "tantivy-2"  # bump when the tokenisation or the files change
+CHUNKS_FILE = "chunks.arrow"  # the indexed chunks, row = tantivy's `row` field
 _WRITER_HEAP = 256_000_000  # one writer thread: one segment up to ~1M chunks, stable doc order
 
 
@@ -51,7 +54,7 @@ def chunk_table_hash(chunks: pd.DataFrame, corpus: pd.DataFrame) -> str:
 def build_index_dir(chunks: pd.DataFrame, corpus: pd.DataFrame, root: Path) -> Path:
     """Build (or reuse) the index for this chunk table under `root/<hash>`; atomic."""
     target = root / chunk_table_hash(chunks, corpus)
-    if (target / "chunks.parquet").exists():
+    if (target / CHUNKS_FILE).exists():
         return target
     root.mkdir(parents=True, exist_ok=True)
     texts = dict(zip(corpus["doc_id"], corpus["text"]))
@@ -66,7 +69,10 @@ def build_index_dir(chunks: pd.DataFrame, corpus: pd.DataFrame, root: Path) -> P
             writer.add_document(tantivy.Document(row=i, body=" ".join(index_terms(text))))
         writer.commit()
         writer.wait_merging_threads()
-        meta.to_parquet(tmp / "chunks.parquet", index=False)  # written last: marks completion
+        # Arrow IPC, uncompressed: memory-mapped by every search process, which reads only
+        # the rows of its hits (not 100k chunk texts into Python strings per process).
+        feather.write_feather(meta.reset_index(drop=True), tmp / CHUNKS_FILE, compression="uncompressed")
+        # written last: marks completion
         (tmp / "info.json").write_text(json.dumps({"format": INDEX_FORMAT, "chunks": len(meta)}))
         try:
             os.replace(tmp, target)
@@ -80,28 +86,32 @@ def build_index_dir(chunks: pd.DataFrame, corpus: pd.DataFrame, root: Path) -> P
 
 def _schema() -> tantivy.Schema:
     sb = tantivy.SchemaBuilder()
-    sb.add_integer_field("row", stored=False, fast=True)  # the chunk's row in chunks.parquet
+    sb.add_integer_field("row", stored=False, fast=True)  # the chunk's row in CHUNKS_FILE
     sb.add_text_field("body", tokenizer_name="whitespace", index_option="freq")
     return sb.build()
 
 
 @lru_cache(maxsize=4)
-def _load(index_dir: str) -> tuple[tantivy.Searcher, tantivy.Schema, pd.DataFrame]:
+def _load(index_dir: str) -> tuple[tantivy.Searcher, tantivy.Schema, pa.Table]:
     index = tantivy.Index.open(str(Path(index_dir) / "tantivy"))
     index.reload()
-    return index.searcher(), index.schema, pd.read_parquet(Path(index_dir) / "chunks.parquet")
+    # Zero-copy: the table's buffers are the mapped file's pages, read on demand; the map
+    # stays open as long as the table (cached here) lives.
+    meta = pa.ipc.open_file(pa.memory_map(str(Path(index_dir) / CHUNKS_FILE))).read_all()
+    return index.searcher(), index.schema, meta
 
 
-@lru_cache(maxsize=4)
-def _chunk_columns(index_dir: str) -> tuple[list[str], list[str], list[int], list[str]]:
-    """chunk_id, doc_id, char_start, text of every indexed chunk as lists, built once per
-    process (per shard it cost ~0.1 s at 100k chunks, 50 shards a run)."""
-    meta = _load(index_dir)[2]
-    return tuple(meta[c].tolist() for c in ("chunk_id", "doc_id", "char_start", "text"))  # type: ignore[return-value]
+def chunk_rows(index_dir: str, rows: list[int]) -> dict[int, tuple[str, str, int, str]]:
+    """row → (chunk_id, doc_id, char_start, text) for just these rows of the index."""
+    if not rows:
+        return {}
+    meta = _load(index_dir)[2].take(pa.array(rows, type=pa.int64()))
+    cols = [meta.column(c).to_pylist() for c in ("chunk_id", "doc_id", "char_start", "text")]
+    return dict(zip(rows, zip(*cols)))
 
 
 def search_rows(index_dir: str, terms: list[str], k: int) -> list[tuple[int, float]]:
-    """(row in chunks.parquet, BM25 score) of the top-k chunks for an OR-query of `terms`,
+    """(row in CHUNKS_FILE, BM25 score) of the top-k chunks for an OR-query of `terms`,
     best first (ties: index order)."""
     searcher, schema, _ = _load(index_dir)
     unique = sorted(set(terms))
@@ -131,23 +141,25 @@ def hits_for_claims(claims: pd.DataFrame, retrieved_chunks: dict[str, set[str]],
     rows: list[dict] = []
     if top_k == 0 or claims.empty:
         return schemas.table(rows, schemas.Passages)
-    ids, doc_ids, starts, texts = _chunk_columns(index_dir)
-    n = len(ids)
+    n = _load(index_dir)[2].num_rows
     recs = claims.to_dict("records")
     widest = max((len(retrieved_chunks.get(c["question_id"], ())) for c in recs), default=0)
     k = min(n, top_k + widest)
-    for c in recs:
+    found = [search_rows(index_dir, index_terms(c["claim"]), k) for c in recs]
+    meta = chunk_rows(index_dir, sorted({d for hits in found for d, _ in hits}))
+    for c, hits in zip(recs, found):
         seen = retrieved_chunks.get(c["question_id"], set())
         taken = 0
-        for d, s in search_rows(index_dir, index_terms(c["claim"]), k):
+        for d, s in hits:
             if taken == top_k or s <= 0:
                 break
-            if ids[d] in seen:
+            chunk_id, doc_id, start, text = meta[d]
+            if chunk_id in seen:
                 continue
             rows.append({
                 "question_id": c["question_id"], "claim_id": c["claim_id"], "source": "corpus",
-                "chunk_id": ids[d], "doc_id": doc_ids[d], "passage_start": int(starts[d]),
-                "rank": None, "in_context": False, "score": s, "passage_text": texts[d],
+                "chunk_id": chunk_id, "doc_id": doc_id, "passage_start": int(start),
+                "rank": None, "in_context": False, "score": s, "passage_text": text,
             })
             taken += 1
     return schemas.table(rows, schemas.Passages)
