@@ -191,7 +191,7 @@ def tokens(text: str) -> list[Token]:
     return out
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=16384)
 def sentence_spans(text: str) -> tuple[tuple[int, int], ...]:
     """(start, end) of each sentence, whitespace trimmed, covering all words of `text`.
 
