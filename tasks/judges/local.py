@@ -76,10 +76,11 @@ def claim_profile(claim: str) -> _ClaimProfile | None:
     )
 
 
-# Per-passage caches: a retrieved chunk is judged against the few claims of its own answer,
-# next to each other; corpus hits repeat within a question. Small LRUs keep those hits
-# and bound memory (at 32k/65k entries they held ~0.5 GB at 100k chunks for no gain).
-@lru_cache(maxsize=8192)
+# Per-passage caches, bounded: a chunk is judged against every claim whose question
+# retrieved it or whose corpus search hit it, across shards (popular chunks recur). At
+# 100k chunks × 10k answers these sizes hold ~0.7 GB; 4× smaller ones saved that memory
+# but cost ~4 s (+25 %) of judging (BENCHMARKS.md).
+@lru_cache(maxsize=32768)
 def _passage(text: str) -> _Passage:
     starts, ends, tnorms, negs = token_arrays(text)
     bounds: list[tuple[int, int]] = []
@@ -136,7 +137,7 @@ def _unsupported(coverage: float) -> Verdict:
     return Verdict(verdict="unsupported", confidence=round(1 - coverage, 4), reason=f"passage coverage {coverage:.2f}")
 
 
-@lru_cache(maxsize=16384)
+@lru_cache(maxsize=65536)
 def _norm_set(text: str) -> frozenset[str]:
     return norm_set(text)
 
