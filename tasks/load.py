@@ -1121,34 +1121,37 @@ def _load_run(
 
 
 # Validated inputs are kept under <state>/inputs/ at two levels: the corpus, chunks and
-# questions ("base-*", keyed by every file under the data directory except runs/) and the
+# questions ("base-*", keyed by the files they can be read from) and the
 # whole workspace of one run ("ws-*", keyed by the base and the run file), each also by
-# the loader's arguments and the code version. A key is the stat (path, size, mtime,
-# ctime, inode) of the files: any edit changes ctime. Parsing and validating 100k chunks
-# and 10k answers takes ~2.3 s, reading a workspace back ~0.1 s — so the flow's load task
-# does not redo what the CLI just did, a re-run on unchanged files starts at once, and a
-# changed run file re-reads only itself. Only valid inputs are kept; the INPUT_CACHE_KEEP
-# most recent of each level.
+# the loader's arguments and the code version. A key hashes the files' relative paths and
+# bytes (md5: ~0.1 s for a 50 MB corpus), so a copy of the data elsewhere (a CI clone, a
+# DVC checkout) hits too, and any edit misses. Parsing and validating 100k chunks and 10k
+# answers takes ~2.3 s, reading a workspace back ~0.1 s — so the flow's load task does not
+# redo what the CLI just did, a re-run on unchanged files starts at once, and a changed
+# run file re-reads only itself. Only valid inputs are kept; the INPUT_CACHE_KEEP most
+# recent of each level.
 INPUT_CACHE_KEEP = 3
 
 
-def _stat_digest(h: Any, paths: list[Path]) -> str:
+def _content_digest(h: Any, data_dir: Path, paths: list[Path]) -> str:
     for path in paths:
-        st = path.stat()
-        h.update(repr((str(path), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)).encode())
+        h.update(path.relative_to(data_dir).as_posix().encode() + b"\x00")
+        with open(path, "rb") as f:
+            h.update(hashlib.file_digest(f, "md5").digest())
     return h.hexdigest()[:32]
 
 
 def _input_keys(data_dir: Path, run: str | None, base_args: tuple, run_args: tuple) -> tuple[str, str]:
     from ragspan.tasks.config import code_version
 
-    runs = data_dir / "runs"
-    files = sorted(p for p in data_dir.rglob("*") if p.is_file())
-    base = _stat_digest(hashlib.sha256(repr((str(data_dir.resolve()), base_args, code_version())).encode()),
-                        [p for p in files if runs not in p.parents])
-    run_file = runs / f"{run}.jsonl"
-    whole = _stat_digest(hashlib.sha256(repr((base, run, run_args)).encode()),
-                         [run_file] if run and run_file.is_file() else [])
+    # What the loader can read: the three tables in any form, and a corpus/ folder.
+    tables = [data_dir / f"{stem}{suffix}" for stem in ("corpus", "chunks", "questions") for suffix in TABLE_SUFFIXES]
+    folder = sorted(p for p in (data_dir / "corpus").rglob("*") if p.is_file()) if (data_dir / "corpus").is_dir() else []
+    base = _content_digest(hashlib.sha256(repr((base_args, code_version())).encode()), data_dir,
+                           [p for p in tables if p.is_file()] + folder)
+    run_file = data_dir / "runs" / f"{run}.jsonl"
+    whole = _content_digest(hashlib.sha256(repr((base, run, run_args)).encode()), data_dir,
+                            [run_file] if run and run_file.is_file() else [])
     return base, whole
 
 

@@ -613,6 +613,11 @@ def test_validated_inputs_are_cached_until_any_file_changes(tmp_path, monkeypatc
     pd.testing.assert_frame_equal(again.answers, first.answers)
     pd.testing.assert_frame_equal(again.chunks, first.chunks)
     assert again.input_files == first.input_files and again.data_dir == data
+    # A copy of the same files elsewhere (a CI clone, a DVC checkout) is the same entry.
+    copy = tmp_path / "elsewhere"
+    shutil.copytree(data, copy)
+    assert load_workspace(copy, "baseline", 800, 100, 3).data_dir == copy
+    assert (entries("base"), entries("ws")) == (1, 1)
     # Another run argument is another workspace on the same base.
     load_workspace(data, "baseline", 800, 100, 2)
     assert (entries("base"), entries("ws")) == (1, 2)
