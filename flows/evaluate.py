@@ -15,13 +15,14 @@ from prefect.cache_policies import NO_CACHE
 from prefect.task_runners import ThreadPoolTaskRunner
 from ragspan.flows import progress
 from ragspan.flows.ledger import StepLedger, timed
-from ragspan.tasks.config import PipelineParams, code_version, load_settings, state_dir
+from ragspan.tasks.config import PipelineParams, code_version, judge_process_count, load_settings, state_dir
 from ragspan.tasks.corpus_search import build_index, corpus_search
 from ragspan.tasks.decompose import decompose
 from ragspan.tasks.diagnose import diagnose
 from ragspan.tasks.extract import extract
 from ragspan.tasks.judges import judge_spec
 from ragspan.tasks.judges.base import JudgeSpec
+from ragspan.tasks.judges.local import set_processes
 from ragspan.tasks.load import load_inputs
 from ragspan.tasks.outputs import output_lock
 from ragspan.tasks.report import report
@@ -54,6 +55,7 @@ def evaluate(data_dir: str, run: str, out_dir: str, params_path: str | None = No
         known = timed(reuse_answers, ws.answers, passages, str(state_dir() / "answers"),
                       context_key(spec, code, thr, top_k, index_dir), settings.pipeline.reuse_answers)
         progress.current().reused(known.reused, -(-len(known.fresh) // settings.pipeline.shard_size))
+        set_processes(judge_process_count(settings.pipeline))  # the local judge's worker processes
         shards = shards_of(known.fresh, passages, settings.pipeline.shard_size)
         futures = [evaluate_shard.submit(s, spec, index_dir, top_k, thr, code) for s in shards]
         run_tables = timed(remember_answers, known, ws.answers, [f.result() for f in futures])

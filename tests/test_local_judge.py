@@ -82,3 +82,31 @@ def test_split_claims_gives_exact_answer_offsets():
 def test_judge_is_deterministic(judge):
     claims = ["The Pro plan costs $49 per month.", "Refunds are available for reserved instances."]
     assert [judge.judge(c, [PASSAGE]) for c in claims] == [LocalJudge(JudgeSpec()).judge(c, [PASSAGE]) for c in claims]
+
+
+def test_worker_processes_give_the_same_verdicts_as_in_process():
+    import json
+
+    from conftest import SAMPLE
+    from ragspan.tasks.judges import local
+    from ragspan.tasks.judges.base import JudgeSpec
+
+    docs = [json.loads(line)["text"] for line in (SAMPLE / "corpus.jsonl").read_text(encoding="utf-8").splitlines()]
+    passages = [d[i:i + 600] for d in docs for i in range(0, len(d), 500)][:40]
+    answers = [json.loads(line)["answer"] for line in (SAMPLE / "runs" / "baseline.jsonl").read_text(encoding="utf-8").splitlines()]
+    claims = [c.text for a in answers for c in local.split_claims(a)] + ["🙂"]  # and one with no words
+    items = [(c, passages) for c in claims]
+    assert sum(len(p) for _, p in items) >= local.MIN_POOLED_PAIRS
+    judge = local.LocalJudge(JudgeSpec())
+    try:
+        local.set_processes(1)
+        alone = judge.judge_many(items)
+        local.set_processes(2)
+        assert local._pool_for(local.MIN_POOLED_PAIRS) is not None
+        pooled = judge.judge_many(items)
+    finally:
+        local.set_processes(1)
+    assert pooled == alone
+    assert judge.stats.calls == 2 * len(items)
+    assert {v.verdict for row in alone for v in row if hasattr(v, "verdict")} >= {"supported", "unsupported"}
+    assert alone[-1][0].kind == "no_content"

@@ -21,8 +21,12 @@ split further at semicolons. Judging a (claim, passage) pair:
 
 from __future__ import annotations
 
+import atexit
+import multiprocessing
+import threading
 from bisect import bisect_left
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -210,4 +214,80 @@ class LocalJudge:
         return [self.decompose(a) for a in answers]
 
     def judge_many(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[list[Verdict | JudgeFailure]]:
-        return [self.judge(claim, passages) for claim, passages in items]
+        pool = _pool_for(sum(len(p) for _, p in items))
+        if pool is None:
+            return [self.judge(claim, passages) for claim, passages in items]
+        self.stats.calls += len(items)
+        threshold, step = self.spec.partial_threshold, max(1, len(items) // (4 * _processes))
+        batches = [list(items[i:i + step]) for i in range(0, len(items), step)]
+        return [[_from_row(r) for r in rows] for part in pool.map(_judge_rows, [threshold] * len(batches), batches)
+                for rows in part]
+
+
+# --------------------------------------------------------------------------- worker processes
+# The local judge is pure Python: threads share one GIL, so on its own it uses one core.
+# With `pipeline.judge_processes` > 1 (set by the flow, tasks.config) a big judge_many is
+# split over that many worker processes (spawned once, reused; each keeps its own caches).
+# Verdicts are pure functions of (claim, passage, threshold): identical either way.
+# Dask workers and every other process keep the default, 1 = in-process.
+
+MIN_POOLED_PAIRS = 2000  # below this, shipping the work costs more than it saves
+_processes = 1
+_pool: ProcessPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def set_processes(n: int) -> None:
+    """How many worker processes a big judge_many may use (1 = none)."""
+    global _processes, _pool
+    with _pool_lock:
+        if n != _processes and _pool is not None:
+            _pool.shutdown(wait=False, cancel_futures=True)
+            _pool = None
+        _processes = max(1, n)
+
+
+def _pool_for(pairs: int) -> ProcessPoolExecutor | None:
+    global _pool
+    if _processes <= 1 or pairs < MIN_POOLED_PAIRS:
+        return None
+    with _pool_lock:
+        if _pool is None:
+            # spawn, not fork: the parent runs Prefect's threads, and a forked child could
+            # inherit a lock one of them held.
+            _pool = ProcessPoolExecutor(_processes, mp_context=multiprocessing.get_context("spawn"))
+            atexit.register(_pool.shutdown, wait=False, cancel_futures=True)
+        return _pool
+
+
+_Row = tuple[str, float | None, str | None, int | None, str]
+
+
+def _judge_rows(partial_threshold: float, items: list[tuple[str, Sequence[str]]]) -> list[list[_Row]]:
+    """In a worker: verdicts as plain tuples (cheap to send back)."""
+    out = []
+    for claim, passages in items:
+        profile = claim_profile(claim)
+        if profile is None:
+            out.append([("!no_content", None, None, None, "the claim has no words to check")] * len(passages))
+            continue
+        rows = []
+        for p in passages:
+            v = judge_pair(profile, p, partial_threshold)
+            rows.append((v.verdict, v.confidence, v.quote, v.quote_start, v.reason))
+        out.append(rows)
+    return out
+
+
+def _from_row(row: _Row) -> Verdict | JudgeFailure:
+    verdict, confidence, quote, quote_start, reason = row
+    if verdict.startswith("!"):
+        return JudgeFailure(kind=verdict[1:], detail=reason)
+    if verdict == "unsupported":
+        return _unsupported_from(confidence, reason)
+    return Verdict(verdict=verdict, confidence=confidence, quote=quote, quote_start=quote_start, reason=reason)
+
+
+@lru_cache(maxsize=4096)
+def _unsupported_from(confidence: float, reason: str) -> Verdict:
+    return Verdict(verdict="unsupported", confidence=confidence, reason=reason)
