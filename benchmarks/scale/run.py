@@ -323,7 +323,7 @@ def growth(results: list[dict]) -> dict:
 
 
 def table(results: list[dict]) -> str:
-    head = ("| chunks | answers | claims | cold s | peak RSS MB | floor s | cold/floor | pure s | Prefect+startup s "
+    head = ("| chunks | answers | claims | cold s | peak RSS MB | floor s | cold/floor | pure s | cold − pure s "
             "| unchanged s (judge calls) | 5% changed s (shards run, answers evaluated) | changed/cold |")
     lines = [head, "|" + "---:|" * (head.count("|") - 1)]
     for r in results:
