@@ -15,7 +15,13 @@ from prefect.cache_policies import NO_CACHE
 from prefect.task_runners import ThreadPoolTaskRunner
 from ragspan.flows import progress
 from ragspan.flows.ledger import StepLedger, timed
-from ragspan.tasks.config import PipelineParams, code_version, judge_process_count, load_settings, state_dir
+from ragspan.tasks.config import (
+    PipelineParams,
+    code_version,
+    judge_process_count,
+    load_settings,
+    state_dir,
+)
 from ragspan.tasks.corpus_search import build_index, corpus_search
 from ragspan.tasks.decompose import decompose
 from ragspan.tasks.diagnose import diagnose

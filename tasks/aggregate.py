@@ -12,7 +12,6 @@ import json
 from pathlib import Path
 
 import pandas as pd
-
 from ragspan.tasks.outputs import write_atomic_dir
 from ragspan.tasks.report import FAILURE_LABELS
 from ragspan.tasks.schemas import LABELS

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 from ragspan.tasks.schemas import LABELS
+from ragspan.tasks.stats import question_weights  # one resampler for every interval
 
 # Best first. `unjudged` is outside the order on purpose.
 ORDER: tuple[str, ...] = ("correct", "rank_failure", "retrieval_miss", "synthesis_error", "hallucination")
@@ -105,15 +106,6 @@ def _rates(totals: np.ndarray) -> np.ndarray:
     n = totals.sum(axis=-1, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(n > 0, totals / np.where(n > 0, n, 1), np.nan)
-
-
-def question_weights(n_questions: int, resamples: int, seed: int) -> np.ndarray:
-    """(resamples × questions) multiplicities: each row a resample of the questions
-    with replacement (a multinomial draw is the same thing, without an index array)."""
-    rng = np.random.default_rng(seed)
-    if n_questions == 0:
-        return np.zeros((resamples, 0))
-    return rng.multinomial(n_questions, np.full(n_questions, 1.0 / n_questions), size=resamples).astype(float)
 
 
 def rate_deltas(a: pd.DataFrame, b: pd.DataFrame, questions: Iterable[str] | None = None,

@@ -24,9 +24,9 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 import tantivy
-from pyarrow import feather
 from prefect import task
 from prefect.cache_policies import NO_CACHE
+from pyarrow import feather
 from ragspan.tasks import schemas
 from ragspan.tasks.orchestration import step_task
 from ragspan.tasks.text import content_norms

@@ -1159,7 +1159,7 @@ def _cached(path: Path) -> Any:
     try:
         with open(path, "rb") as f:
             value = pickle.load(f)
-    except Exception:  # missing, truncated or from another pandas: read the files instead
+    except Exception:  # noqa: BLE001 — missing, truncated or from another pandas: read the files instead
         return None
     os.utime(path)  # recently used: kept by the pruning in _keep
     return value

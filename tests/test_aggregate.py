@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pandas as pd
-
 from ragspan.flows.cli import main
 from ragspan.tasks.schemas import LABELS
 

@@ -6,8 +6,8 @@ reporters that feed the terminal."""
 from __future__ import annotations
 
 import base64
-import html
 import hashlib
+import html
 import io
 import json
 import re

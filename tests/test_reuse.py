@@ -8,8 +8,16 @@ import pandas as pd
 import pytest
 from ragspan.tasks import schemas
 from ragspan.tasks.judges.base import JudgeSpec, JudgeStats
-from ragspan.tasks.reuse import (MAX_CONTEXTS, MAX_SEGMENTS, answer_keys, context_key, in_answer_order, merged, remember,
-                                 split_known)
+from ragspan.tasks.reuse import (
+    MAX_CONTEXTS,
+    MAX_SEGMENTS,
+    answer_keys,
+    context_key,
+    in_answer_order,
+    merged,
+    remember,
+    split_known,
+)
 from ragspan.tasks.shards import ShardResult
 
 
