@@ -136,3 +136,16 @@ def test_concurrent_evaluate_on_the_same_output_is_refused(tmp_path, capsys):
     assert not out.exists()
     assert main(["evaluate", "--data", str(SAMPLE), "--run", "baseline", "--out", str(out), "--quiet"]) == 0
     assert (out / "diagnoses.parquet").exists()
+
+
+@pytest.mark.usefixtures("prefect_server", "state_dir")
+def test_a_second_evaluate_says_every_answer_came_from_the_answer_store(tmp_path, capsys):
+    args = ["evaluate", "--data", str(SAMPLE), "--run", "baseline", "--progress", "none"]
+    assert main([*args, "--out", str(tmp_path / "a")]) == 0
+    first = capsys.readouterr().out
+    assert "answers reused from the answer store: 0 of 36" in first and "judge calls: 0 " not in first
+    assert main([*args, "--out", str(tmp_path / "b")]) == 0
+    second = capsys.readouterr().out
+    assert "answers reused from the answer store: 36 of 36" in second
+    assert "tasks: none ran" in second and "judge calls: 0 " in second
+    assert json.loads((tmp_path / "b" / "metrics.json").read_text())["judge"]["answers_reused"] == 36

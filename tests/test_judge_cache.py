@@ -238,3 +238,21 @@ def test_cache_stats_and_clear_commands(tmp_path, capsys):
 def test_default_cache_lives_in_the_state_dir(state_dir):
     with JudgeCache() as cache:
         assert cache.path == state_dir / "judge-cache.sqlite"
+
+
+def test_cache_commands_report_and_empty_the_answer_store_and_input_cache(state_dir, capsys):
+    from conftest import SAMPLE
+    from ragspan.tasks.load import load_workspace
+
+    load_workspace(SAMPLE, "baseline", 800, 100, 3)  # fills the validated-inputs cache
+    (state_dir / "answers" / "ctx" / "seg-1").mkdir(parents=True)
+    (state_dir / "answers" / "ctx" / "seg-1" / "claims.parquet").write_bytes(b"x" * 1000)
+    assert _cli("cache", "stats", "--json")[0] == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["answer_store"]["entries"] == 1 and stats["answer_store"]["bytes"] == 1000
+    assert stats["inputs"]["entries"] == 2 and stats["inputs"]["bytes"] > 0  # base + run workspace
+    assert _cli("cache", "clear", "--answers")[0] == 0
+    assert not (state_dir / "answers").exists() and (state_dir / "inputs").exists()
+    assert _cli("cache", "clear", "--inputs")[0] == 0
+    assert not (state_dir / "inputs").exists()
+    assert "removed" in capsys.readouterr().out
