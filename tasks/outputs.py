@@ -31,6 +31,11 @@ def write_atomic_dir(out_dir: Path, writers: dict[str, Callable[[Path], None]]) 
                 with open(tmp / name, "rb") as fh:
                     os.fsync(fh.fileno())
         old = out_dir.parent / f".{out_dir.name}.tmp-old"
+        if out_dir.is_dir():
+            # Keep what others put there: DVC's .gitignore for the outs in this directory.
+            for hidden in out_dir.glob(".*"):
+                if hidden.is_file() and hidden.name not in writers:
+                    shutil.copy2(hidden, tmp / hidden.name)
         if out_dir.exists():
             os.replace(out_dir, old)
         os.replace(tmp, out_dir)

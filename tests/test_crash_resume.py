@@ -220,3 +220,15 @@ def test_sigkill_at_several_points_then_resume(tmp_path, state_dir):
     assert not [n for n in os.listdir(parent) if n.startswith(".r.tmp-")]  # staging dirs cleaned up
     metrics = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
     assert metrics["claims"] == len(reference)
+
+
+def test_rewriting_a_results_dir_keeps_dvcs_gitignore(tmp_path):
+    from ragspan.tasks.outputs import write_atomic_dir
+
+    out = tmp_path / "results" / "baseline"
+    write_atomic_dir(out, {"a.txt": lambda p: p.write_text("1")})
+    (out / ".gitignore").write_text("/a.txt\n")  # what `dvc repro` adds for its outs
+    write_atomic_dir(out, {"a.txt": lambda p: p.write_text("2"), "b.txt": lambda p: p.write_text("3")})
+    assert (out / ".gitignore").read_text() == "/a.txt\n"
+    assert (out / "a.txt").read_text() == "2" and (out / "b.txt").read_text() == "3"
+    assert sorted(p.name for p in out.parent.iterdir()) == ["baseline"]  # no temp dirs left
