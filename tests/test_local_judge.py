@@ -110,3 +110,26 @@ def test_worker_processes_give_the_same_verdicts_as_in_process():
     assert judge.stats.calls == 2 * len(items)
     assert {v.verdict for row in alone for v in row if hasattr(v, "verdict")} >= {"supported", "unsupported"}
     assert alone[-1][0].kind == "no_content"
+
+
+def test_a_judge_worker_that_dies_falls_back_to_judging_in_process():
+    import os
+    import signal
+
+    from ragspan.tasks.judges import local
+    from ragspan.tasks.judges.base import JudgeSpec
+
+    items = [("Paris is the capital of France.", ["Paris is the capital of France."] * 50)] * 60
+    judge = local.LocalJudge(JudgeSpec())
+    try:
+        local.set_processes(2)
+        pool = local._pool_for(local.MIN_POOLED_PAIRS)
+        pool.submit(os.getpid).result()  # workers are up
+        for pid in list(pool._processes):  # kill them: the pool is broken
+            os.kill(pid, signal.SIGKILL)
+        verdicts = judge.judge_many(items)
+        assert local._processes == 1  # fell back, and stays in-process
+    finally:
+        local.set_processes(1)
+    assert len(verdicts) == 60 and all(v.verdict == "supported" for row in verdicts for v in row)
+    assert judge.stats.calls == 60

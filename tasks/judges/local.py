@@ -27,6 +27,7 @@ import threading
 from bisect import bisect_left
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -217,11 +218,15 @@ class LocalJudge:
         pool = _pool_for(sum(len(p) for _, p in items))
         if pool is None:
             return [self.judge(claim, passages) for claim, passages in items]
-        self.stats.calls += len(items)
         threshold, step = self.spec.partial_threshold, max(1, len(items) // (4 * _processes))
         batches = [list(items[i:i + step]) for i in range(0, len(items), step)]
-        return [[_from_row(r) for r in rows] for part in pool.map(_judge_rows, [threshold] * len(batches), batches)
-                for rows in part]
+        try:
+            parts = list(pool.map(_judge_rows, [threshold] * len(batches), batches))
+        except (BrokenProcessPool, OSError):  # workers cannot start or died: judge here instead
+            set_processes(1)
+            return [self.judge(claim, passages) for claim, passages in items]
+        self.stats.calls += len(items)
+        return [[_from_row(r) for r in rows] for part in parts for rows in part]
 
 
 # --------------------------------------------------------------------------- worker processes
