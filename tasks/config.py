@@ -79,12 +79,17 @@ class PipelineParams(_Strict):
     shard_size: int = Field(1000, gt=0)  # issue 7: fewer task runs; the answer store makes small shards unnecessary
     shard_concurrency: int = Field(2, ge=1)  # shards in flight on the default thread runner
     reuse_answers: bool = True  # serve unchanged answers from the answer store (tasks/reuse.py)
-    judge_processes: int = Field(0, ge=0)  # local judge worker processes; 0 = one per core, 1 = in-process
+    judge_processes: int = Field(0, ge=0)  # local judge worker processes; 0 = one per core (at most 4), 1 = in-process
     default_context_k: int = Field(3, ge=0)
 
 
+# Each local-judge worker keeps its own passage caches (~0.6 GB at 100k chunks), so "one per
+# core" stops here unless pipeline.judge_processes asks for more.
+DEFAULT_MAX_JUDGE_PROCESSES = 4
+
+
 def judge_process_count(pipeline: PipelineParams) -> int:
-    return pipeline.judge_processes or os.cpu_count() or 1
+    return pipeline.judge_processes or min(os.cpu_count() or 1, DEFAULT_MAX_JUDGE_PROCESSES)
 
 
 class RagParams(_Strict):

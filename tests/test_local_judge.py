@@ -133,3 +133,13 @@ def test_a_judge_worker_that_dies_falls_back_to_judging_in_process():
         local.set_processes(1)
     assert len(verdicts) == 60 and all(v.verdict == "supported" for row in verdicts for v in row)
     assert judge.stats.calls == 60
+
+
+def test_judge_processes_default_to_the_cores_but_at_most_four():
+    import os
+
+    from ragspan.tasks.config import DEFAULT_MAX_JUDGE_PROCESSES, PipelineParams, judge_process_count
+
+    assert judge_process_count(PipelineParams(judge_processes=6)) == 6  # asked for: given
+    assert judge_process_count(PipelineParams(judge_processes=1)) == 1
+    assert judge_process_count(PipelineParams()) == min(os.cpu_count() or 1, DEFAULT_MAX_JUDGE_PROCESSES) <= 4
