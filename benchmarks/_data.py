@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ragspan.tasks.text import STOPWORDS, sentence_spans
+from ragspan.tasks.core.text import STOPWORDS, sentence_spans
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("RAGSPAN_BENCH_DATA", REPO.parent / "shared" / "data"))

@@ -1,4 +1,4 @@
-"""bm25s vs tantivy for ragspan's corpus-wide search (tasks/corpus_search.py).
+"""bm25s vs tantivy for ragspan's corpus-wide search (tasks/steps/corpus_search.py).
 
     .venv/bin/python benchmarks/index_choice.py [--sizes 1000,100000] [--queries 1000] [--seed 13]
 
@@ -103,7 +103,7 @@ def build_corpus(
         texts.append(t)
         ids.append(i)
     if len(texts) < size:
-        from ragspan.tasks.text import sentence_spans
+        from ragspan.tasks.core.text import sentence_spans
 
         qset = set(queries)
         pool = [d.text[s:e] for d in xdocs + cdocs for s, e in sentence_spans(d.text)]
@@ -165,7 +165,7 @@ def _build(engine: str, data: dict, out: Path) -> None:
 def child_query(engine: str, work: Path) -> dict:
     # Import ragspan (and with it Prefect) before the baseline RSS: the query memory
     # figure is the engine's, not the interpreter's.
-    import ragspan.tasks.corpus_search  # noqa: F401
+    import ragspan.tasks.steps.corpus_search  # noqa: F401
 
     q = pickle.loads((work / "queries.pkl").read_bytes())
     rss0 = _rss()
@@ -181,7 +181,7 @@ def child_query(engine: str, work: Path) -> dict:
 
 
 def _query(engine: str, work: Path, queries: list[str], q: dict) -> dict:
-    from ragspan.tasks.corpus_search import index_terms
+    from ragspan.tasks.steps.corpus_search import index_terms
 
     t0 = time.perf_counter()
     hits: list[list[int]] = []
@@ -241,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(fn(engine, Path(work))))
         return 0
 
-    from ragspan.tasks.corpus_search import index_terms
+    from ragspan.tasks.steps.corpus_search import index_terms
 
     t_all = time.perf_counter()
     results = {

@@ -22,19 +22,19 @@ from ragspan.tasks.config import (
     load_settings,
     state_dir,
 )
-from ragspan.tasks.corpus_search import build_index, corpus_search
-from ragspan.tasks.decompose import decompose
-from ragspan.tasks.diagnose import diagnose
-from ragspan.tasks.extract import extract
+from ragspan.tasks.core.shards import Shard, ShardResult, passages_for, shards_of
+from ragspan.tasks.io.answer_store import context_key, remember_answers, reuse_answers
+from ragspan.tasks.io.load import load_inputs
+from ragspan.tasks.io.outputs import output_lock
 from ragspan.tasks.judges import judge_spec
 from ragspan.tasks.judges.base import JudgeSpec
 from ragspan.tasks.judges.local import set_processes
-from ragspan.tasks.load import load_inputs
-from ragspan.tasks.outputs import output_lock
-from ragspan.tasks.report import report
-from ragspan.tasks.reuse import context_key, remember_answers, reuse_answers
-from ragspan.tasks.shards import Shard, ShardResult, passages_for, shards_of
-from ragspan.tasks.validate_offsets import validate_offsets
+from ragspan.tasks.reporting.report import report
+from ragspan.tasks.steps.corpus_search import build_index, corpus_search
+from ragspan.tasks.steps.decompose import decompose
+from ragspan.tasks.steps.diagnose import diagnose
+from ragspan.tasks.steps.extract import extract
+from ragspan.tasks.steps.validate_offsets import validate_offsets
 
 
 @task(name="evaluate-shard", cache_policy=NO_CACHE)

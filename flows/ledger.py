@@ -19,14 +19,11 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from ragspan.flows import progress
+from ragspan.tasks.core.shards import ShardResult
+from ragspan.tasks.errors import StepFailed
 from ragspan.tasks.judges.base import JudgeStats
-from ragspan.tasks.shards import ShardResult
 
 FIRST_STEP, LAST_STEP = "decompose", "diagnose"
-
-
-class StepFailed(RuntimeError):
-    pass
 
 
 _TIMINGS_LOCK = threading.Lock()

@@ -17,12 +17,11 @@ import sys
 import urllib.request
 from pathlib import Path
 
+from ragspan.tasks.core.taxonomy import JUDGED_LABELS, SHORT
+from ragspan.tasks.errors import NoServer
+
 DEPLOYMENT = "ragspan-watch"
 LOCAL_API = "http://127.0.0.1:{port}/api"
-
-
-class NoServer(RuntimeError):
-    """No Prefect API to talk to."""
 
 
 def _healthy(api_url: str, timeout: float = 2.0) -> bool:
@@ -169,9 +168,8 @@ def cmd_notify(args: argparse.Namespace) -> int:
 
 # ----- ragspan history -------------------------------------------------------------------
 
-_LABELS = ("correct", "rank_failure", "retrieval_miss", "synthesis_error", "hallucination")
-_SHORT = {"correct": "correct", "rank_failure": "rank", "retrieval_miss": "miss",
-          "synthesis_error": "synth", "hallucination": "halluc"}
+_LABELS = JUDGED_LABELS
+_SHORT = SHORT
 
 
 def history_table(records: list[dict]) -> str:
@@ -206,7 +204,7 @@ def cmd_history(args: argparse.Namespace) -> int:
 # ----- ragspan demo-rag ------------------------------------------------------------------
 
 def cmd_demo_rag(args: argparse.Namespace) -> int:
-    from ragspan.tasks.demo_rag import run_command
+    from ragspan.tasks.tools.demo_rag import run_command
 
     return run_command(args)
 
@@ -223,7 +221,7 @@ def register(subparsers) -> None:
     sv.add_argument("--port", type=int, default=4200, help="local server port when no URL is set")
     sv.add_argument("--poll", type=float, default=2.0,
                     help="seconds between the runner's checks for due runs (default 2; Prefect's is 10)")
-    sv.set_defaults(func=_guard(cmd_serve))
+    sv.set_defaults(func=cmd_serve)
 
     server = subparsers.add_parser("server", help="a local Prefect server (SQLite, state dir)")
     ssub = server.add_subparsers(dest="server_command", required=True)
@@ -241,7 +239,7 @@ def register(subparsers) -> None:
     ir.add_argument("--revision", help="git/DVC revision of the index build")
     ir.add_argument("--api-url")
     ir.add_argument("--port", type=int, default=4200)
-    ir.set_defaults(func=_guard(cmd_notify))
+    ir.set_defaults(func=cmd_notify)
 
     hi = subparsers.add_parser("history", help="past scheduled/triggered runs with their taxonomy rates")
     hi.add_argument("--workspace")
@@ -250,18 +248,8 @@ def register(subparsers) -> None:
     hi.add_argument("--json", action="store_true")
     hi.set_defaults(func=cmd_history)
 
-    from ragspan.tasks.demo_rag import add_arguments
+    from ragspan.tasks.tools.demo_rag import add_arguments
 
     dr = subparsers.add_parser("demo-rag", help="the demo RAG for the sample: build its index, answer")
     add_arguments(dr)
     dr.set_defaults(func=cmd_demo_rag)
-
-
-def _guard(handler):
-    def run(args: argparse.Namespace) -> int:
-        try:
-            return handler(args)
-        except NoServer as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-    return run

@@ -48,7 +48,8 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger
 from ragspan.flows.evaluate import evaluate
-from ragspan.tasks.config import ConfigError, Settings, load_settings, state_dir
+from ragspan.tasks.config import Settings, load_settings, state_dir
+from ragspan.tasks.errors import ConfigError
 
 EVENT = "ragspan.index.rebuilt"
 RESOURCE_PREFIX = "ragspan.index."
@@ -176,7 +177,7 @@ def run_rag_command(argv: list[str], cwd: Path, timeout: int) -> None:
 def install_run(candidate: Path, data_dir: Path, run: str, settings: Settings) -> Path:
     """Validate `candidate` as DATA/runs/<run>.jsonl (in a scratch copy of the data dir
     made of symlinks), then move it into place atomically. A bad run never lands."""
-    from ragspan.tasks.load import load_workspace
+    from ragspan.tasks.io.load import load_workspace
 
     if not candidate.is_file():
         raise FileNotFoundError(f"run file not found: {candidate}")

@@ -17,6 +17,7 @@ from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from ragspan.tasks.errors import ConfigError
 
 RAGSPAN_VERSION = metadata.version("ragspan")
 # The format of the Parquet/JSON outputs; bump when a column changes meaning.
@@ -78,7 +79,7 @@ class SearchParams(_Strict):
 class PipelineParams(_Strict):
     shard_size: int = Field(1000, gt=0)  # issue 7: fewer task runs; the answer store makes small shards unnecessary
     shard_concurrency: int = Field(2, ge=1)  # shards in flight on the default thread runner
-    reuse_answers: bool = True  # serve unchanged answers from the answer store (tasks/reuse.py)
+    reuse_answers: bool = True  # serve unchanged answers from the answer store (tasks/io/answer_store.py)
     judge_processes: int = Field(0, ge=0)  # local judge worker processes; 0 = one per core (at most 4), 1 = in-process
     default_context_k: int = Field(3, ge=0)
 
@@ -125,10 +126,6 @@ class Settings(_Strict):
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-class ConfigError(ValueError):
-    """params.yaml is missing, unreadable or invalid."""
-
-
 def load_settings(path: str | Path | None = None, overrides: dict | None = None) -> Settings:
     """Read params.yaml (or defaults when `path` is None) and validate it."""
     raw: dict = {}
@@ -152,18 +149,41 @@ def load_settings(path: str | Path | None = None, overrides: dict | None = None)
         raise ConfigError(f"{path or '<defaults>'}: invalid parameters: {exc}") from exc
 
 
+# The code that decides labels, spans and verdicts. Its hash is in every step's cache
+# key and in the answer store's context, so editing it re-evaluates; editing anything
+# else (reporting, I/O, tools, flows, the CLI) keeps every cached step and stored answer.
+EVALUATION_CODE: tuple[str, ...] = ("core", "steps", "judges")
+# What decides how inputs are read and validated: keys the validated-inputs cache.
+LOADER_CODE: tuple[str, ...] = ("core", "io/load")
+
+
+def source_hash(parts: tuple[str, ...], root: Path = TASKS_DIR) -> str:
+    """sha256 over every file (code, prompts, model files) under the given parts of tasks/."""
+    h = hashlib.sha256(RAGSPAN_VERSION.encode())
+    for part in parts:
+        base = root / part
+        files = [base] if base.is_file() else sorted(p for p in base.rglob("*") if p.is_file())
+        for f in files:
+            if "__pycache__" in f.parts or f.suffix == ".pyc":
+                continue
+            h.update(f.relative_to(root).as_posix().encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()[:12]
+
+
 @lru_cache(maxsize=1)
 def code_version() -> str:
-    """ragspan version + a hash of every module under tasks/.
+    """ragspan version + a hash of the label-deciding code (EVALUATION_CODE).
 
     Prefect's TASK_SOURCE only sees a task's own body; helpers, judges and schemas
-    change results too, so every cached task also takes this as an input.
-    """
-    h = hashlib.sha256(RAGSPAN_VERSION.encode())
-    for py in sorted(TASKS_DIR.rglob("*.py")) + sorted(TASKS_DIR.rglob("prompts/*")):
-        h.update(py.relative_to(TASKS_DIR).as_posix().encode())
-        h.update(py.read_bytes())
-    return f"{RAGSPAN_VERSION}+{h.hexdigest()[:12]}"
+    change results too, so every cached task also takes this as an input."""
+    return f"{RAGSPAN_VERSION}+{source_hash(EVALUATION_CODE)}"
+
+
+@lru_cache(maxsize=1)
+def loader_version() -> str:
+    """ragspan version + a hash of the code that reads and validates inputs."""
+    return f"{RAGSPAN_VERSION}+{source_hash(LOADER_CODE)}"
 
 
 def state_dir() -> Path:

@@ -11,7 +11,7 @@ Without a script the default handler `smart_reply` answers like a careful judge:
 decomposition = one claim per sentence of the answer (with its verbatim text);
 extraction = per passage, the sentence sharing most words with the claim, quoted
 verbatim, `supported` when it shares at least 60% of them. It reads the user message
-in the format of tasks/prompts/*.md (`<answer>…</answer>`, `<claim>…</claim>`,
+in the format of tasks/judges/prompts/*.md (`<answer>…</answer>`, `<claim>…</claim>`,
 `<passage id="N">…</passage>`).
 
 Also runnable as a process (`python tests/fake_openai_server.py --delay 0.1`): prints

@@ -6,7 +6,7 @@ import json
 
 import pandas as pd
 from ragspan.flows.cli import main
-from ragspan.tasks.schemas import LABELS
+from ragspan.tasks.core.schemas import LABELS
 
 
 def _metrics(counts: dict[str, int]) -> dict:

@@ -1,4 +1,4 @@
-"""Code-point offsets → UTF-8 byte offsets (tasks/byte_offsets.py): slicing the encoded
+"""Code-point offsets → UTF-8 byte offsets (tasks/core/byte_offsets.py): slicing the encoded
 document at the byte offsets gives the encoded span, for any Unicode."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from ragspan.tasks.byte_offsets import utf8_offset, utf8_offsets, utf8_spans
+from ragspan.tasks.core.byte_offsets import utf8_offset, utf8_offsets, utf8_spans
 
 ATOMS = ["a", " ", "\r\n", "é", "e\u0301", "👩‍👩‍👧", "🙂", "東京", "שלום", "مرحبا", "\u00a0", "\u00ad", "—", "𝔘", "\x00"]
 texts = st.lists(st.sampled_from(ATOMS) | st.text(max_size=3), min_size=1, max_size=30).map("".join)

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from ragspan.tasks.compare import (
+from ragspan.tasks.reporting.compare import (
     QuestionsDiffer,
     Side,
     as_markdown,
@@ -30,7 +30,7 @@ from ragspan.tasks.compare import (
 # Runs the real CLI with the two commands registered whether or not flows/cli.py lists
 # them yet (once it does, this is the same as `ragspan ...`).
 _CLI = ("import sys, ragspan.flows.cli as c; c._COMMAND_MODULES = tuple(dict.fromkeys("
-        "(*c._COMMAND_MODULES, 'ragspan.flows.init_cmd', 'ragspan.flows.compare'))); "
+        "(*c._COMMAND_MODULES, 'ragspan.flows.cli.init', 'ragspan.flows.cli.compare'))); "
         "sys.exit(c.main(sys.argv[1:]))")
 
 
@@ -229,7 +229,7 @@ def test_cli_names_an_unknown_side(tmp_path, two_results):
 
 
 def test_markdown_is_stable_for_a_fixed_seed(two_results):
-    from ragspan.flows.compare import side_from_dir
+    from ragspan.flows.cli.compare import side_from_dir
 
     a, b = (side_from_dir(p) for p in two_results)
     assert as_markdown(compare_runs(a, b, resamples=200)) == as_markdown(compare_runs(a, b, resamples=200))

@@ -22,13 +22,13 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import REPO, SAMPLE
-from ragspan.tasks.manifest import dir_md5
+from ragspan.tasks.io.manifest import dir_md5
 
 BIN = Path(sys.executable).parent
 DVC = str(BIN / "dvc")
 GIT_ID = ["-c", "user.name=ragspan-test", "-c", "user.email=ragspan-test@example.invalid"]
 _CLI = ("import sys, ragspan.flows.cli as c; c._COMMAND_MODULES = tuple(dict.fromkeys("
-        "(*c._COMMAND_MODULES, 'ragspan.flows.init_cmd', 'ragspan.flows.compare'))); "
+        "(*c._COMMAND_MODULES, 'ragspan.flows.cli.init', 'ragspan.flows.cli.compare'))); "
         "sys.exit(c.main(sys.argv[1:]))")
 KEEP = ("q01", "q02", "q09", "q10", "q15", "q16", "q18", "q19", "q24", "q25")
 
@@ -126,7 +126,7 @@ def test_init_scaffolds_git_dvc_data_remote_params(workspace, env):
 def test_repro_writes_outputs_and_second_repro_is_a_noop(workspace):
     ws = workspace["ws"]
     assert "Running stage 'evaluate@baseline'" in workspace["first"].stdout
-    from ragspan.flows.init_cmd import CACHED_OUTS
+    from ragspan.flows.cli.init import CACHED_OUTS
 
     written = {p.name for p in (ws / "results" / "baseline").iterdir()} - {".gitignore"}
     assert written == {*CACHED_OUTS, "metrics.json", "taxonomy.csv"}  # every output declared
@@ -211,7 +211,7 @@ def test_repository_dvc_yaml_declares_params_metrics_and_plots():
     assert "--run ${item}" in do["cmd"] and "--out results/${item}" in do["cmd"]
     assert {"${data.dir}", "tasks", "flows"} <= set(do["deps"])
     assert {"judge", "search", "chunking", "pipeline"} <= set(do["params"])
-    from ragspan.flows.init_cmd import CACHED_OUTS
+    from ragspan.flows.cli.init import CACHED_OUTS
 
     assert do["outs"] == [f"results/${{item}}/{name}" for name in CACHED_OUTS]
     (metric,) = do["metrics"]
@@ -223,7 +223,7 @@ def test_repository_dvc_yaml_declares_params_metrics_and_plots():
 
 
 def test_init_writes_the_repository_plot_templates():
-    from ragspan.flows.init_cmd import PLOT_TEMPLATES
+    from ragspan.flows.cli.init import PLOT_TEMPLATES
 
     for name, content in PLOT_TEMPLATES.items():
         assert json.loads((REPO / ".dvc" / "plots" / name).read_text()) == content

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from conftest import SAMPLE
-from ragspan.tasks import schemas
+from ragspan.tasks.core import schemas
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 

@@ -17,7 +17,7 @@ from types import SimpleNamespace
 
 import pytest
 from fake_openai_server import FakeOpenAIServer, refusal, server_error
-from ragspan.flows import cache_cmd
+from ragspan.flows.cli import cache as cache_cmd
 from ragspan.tasks.judges.cache import JudgeCache, cache_key, endpoint_label
 from ragspan.tasks.judges.openai_judge import OpenAIJudge, openai_spec
 
@@ -242,7 +242,7 @@ def test_default_cache_lives_in_the_state_dir(state_dir):
 
 def test_cache_commands_report_and_empty_the_answer_store_and_input_cache(state_dir, capsys):
     from conftest import SAMPLE
-    from ragspan.tasks.load import load_workspace
+    from ragspan.tasks.io.load import load_workspace
 
     load_workspace(SAMPLE, "baseline", 800, 100, 3)  # fills the validated-inputs cache
     (state_dir / "answers" / "ctx" / "seg-1").mkdir(parents=True)

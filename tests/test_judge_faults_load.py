@@ -25,7 +25,7 @@ from fake_openai_server import (
     slow,
     smart_reply,
 )
-from ragspan.tasks.schemas import LABELS
+from ragspan.tasks.core.schemas import LABELS
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 

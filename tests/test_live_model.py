@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from conftest import REPO, SAMPLE
-from ragspan.tasks.schemas import LABELS
+from ragspan.tasks.core.schemas import LABELS
 
 pytestmark = pytest.mark.live
 
@@ -71,7 +71,7 @@ def test_a_real_small_model_leaves_every_claim_diagnosed_or_unjudged(gemma_serve
     env = {**os.environ, "RAGSPAN_HOME": str(tmp_path / "state")}
     proc = subprocess.run([str(Path(sys.executable).with_name("ragspan")), "evaluate", "--data", str(data), "--run",
                            "live", "--params", str(params), "--out", str(out), "--quiet"],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=1800)
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=1800, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     diagnoses = pd.read_parquet(out / "diagnoses.parquet")
     assert len(diagnoses) >= 3 and diagnoses["label"].isin(LABELS).all()

@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from ragspan.tasks.load import (
+from ragspan.tasks.core.schemas import Answers, Chunks, Corpus, Questions, Retrieved
+from ragspan.tasks.io.load import (
     InputError,
     _validate_schema,
     chunk_corpus,
@@ -21,7 +22,6 @@ from ragspan.tasks.load import (
     locate_text,
     read_table,
 )
-from ragspan.tasks.schemas import Answers, Chunks, Corpus, Questions, Retrieved
 
 DOCS = [
     {
@@ -597,7 +597,7 @@ def test_validated_inputs_are_cached_until_any_file_changes(tmp_path, monkeypatc
     import shutil
 
     from conftest import SAMPLE
-    from ragspan.tasks.load import load_workspace
+    from ragspan.tasks.io.load import load_workspace
 
     monkeypatch.setenv("RAGSPAN_HOME", str(tmp_path / "state"))
     data = tmp_path / "data"

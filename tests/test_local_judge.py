@@ -138,7 +138,11 @@ def test_a_judge_worker_that_dies_falls_back_to_judging_in_process():
 def test_judge_processes_default_to_the_cores_but_at_most_four():
     import os
 
-    from ragspan.tasks.config import DEFAULT_MAX_JUDGE_PROCESSES, PipelineParams, judge_process_count
+    from ragspan.tasks.config import (
+        DEFAULT_MAX_JUDGE_PROCESSES,
+        PipelineParams,
+        judge_process_count,
+    )
 
     assert judge_process_count(PipelineParams(judge_processes=6)) == 6  # asked for: given
     assert judge_process_count(PipelineParams(judge_processes=1)) == 1

@@ -9,8 +9,8 @@ import unicodedata
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from ragspan.tasks.core.text import locate_quote, normalize, normalize_with_map
 from ragspan.tasks.judges.local import split_claims
-from ragspan.tasks.text import locate_quote, normalize, normalize_with_map
 
 ATOMS = [
     "a", "Z", "7", " ", "  ", "\r\n", "\n", "\t", ".", ",", "é", "e\u0301", "👩‍👩‍👧", "🙂", "東京", "日本語",

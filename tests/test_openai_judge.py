@@ -27,7 +27,7 @@ from fake_openai_server import (
     slow,
     truncated,
 )
-from ragspan.tasks.config import ConfigError
+from ragspan.tasks.errors import ConfigError
 from ragspan.tasks.judges import judge_spec, make_judge
 from ragspan.tasks.judges.base import ClaimText, JudgeFailure, Verdict
 from ragspan.tasks.judges.cache import JudgeCache

@@ -19,7 +19,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from ragspan.flows import progress
-from ragspan.tasks import charts, report, schemas, stats
+from ragspan.tasks.core import schemas
+from ragspan.tasks.reporting import charts, report, stats
 
 HOSTILE_DOC = "evil\"><script>alert('doc')</script>.md"
 HOSTILE_TEXT = (
@@ -369,7 +370,7 @@ def test_cli_accepts_progress_modes():
 
 
 def test_huge_runs_show_the_questions_with_most_failures(monkeypatch):
-    from ragspan.tasks import report_html
+    from ragspan.tasks.reporting import html as report_html
 
     monkeypatch.setattr(report_html, "MAX_DRILLDOWN_QUESTIONS", 1)
     page, i = render_hostile()

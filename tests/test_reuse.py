@@ -1,4 +1,4 @@
-"""The answer store (tasks/reuse.py): keys, round trip, retries, damage, pruning, order."""
+"""The answer store (tasks/io/answer_store.py): keys, round trip, retries, damage, pruning, order."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from ragspan.tasks import schemas
-from ragspan.tasks.judges.base import JudgeSpec, JudgeStats
-from ragspan.tasks.reuse import (
+from ragspan.tasks.core import schemas
+from ragspan.tasks.core.shards import ShardResult
+from ragspan.tasks.io.answer_store import (
     MAX_CONTEXTS,
     MAX_SEGMENTS,
     answer_keys,
@@ -18,7 +18,7 @@ from ragspan.tasks.reuse import (
     remember,
     split_known,
 )
-from ragspan.tasks.shards import ShardResult
+from ragspan.tasks.judges.base import JudgeSpec, JudgeStats
 
 
 def _answers(n: int = 3) -> pd.DataFrame:

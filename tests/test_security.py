@@ -31,7 +31,7 @@ from fake_openai_server import (
     smart_reply,
 )
 from ragspan.flows.cli import main
-from ragspan.tasks.config import ConfigError
+from ragspan.tasks.errors import ConfigError
 from ragspan.tasks.judges.cache import JudgeCache
 from ragspan.tasks.judges.openai_judge import OpenAIJudge, openai_spec
 
@@ -181,7 +181,7 @@ def test_a_run_name_cannot_choose_a_path_outside_results(tmp_path, monkeypatch, 
 
 
 def test_the_output_lock_lives_in_the_state_dir_whatever_the_out_path(tmp_path, state_dir):
-    from ragspan.tasks.outputs import output_lock
+    from ragspan.tasks.io.outputs import output_lock
 
     weird = tmp_path / "a" / ".." / ".." / "b\n" / "c"
     with output_lock(weird):
@@ -195,7 +195,7 @@ def test_output_file_names_never_come_from_ids(tmp_path):
     """write_results writes a fixed set of names; ids only ever appear inside files."""
     import inspect
 
-    from ragspan.tasks import report
+    from ragspan.tasks.reporting import report
 
     src = inspect.getsource(report.write_results)
     names = {"claims.parquet", "spans.parquet", "diagnoses.parquet", "metrics.json", "taxonomy.csv",

@@ -1,4 +1,4 @@
-"""Scheduled and index-triggered runs (flows/serve.py, flows/watch.py, tasks/demo_rag.py).
+"""Scheduled and index-triggered runs (flows/serve.py, flows/watch.py, tasks/tools/demo_rag.py).
 
 Fast tests: the demo RAG (deterministic, every mistake kind), the event → parameter
 mapping rendered by Prefect's own server-side template code, the rag.command template,
@@ -35,14 +35,14 @@ import yaml
 from conftest import SAMPLE
 from ragspan.flows import serve as serve_mod
 from ragspan.flows import watch as watch_mod
-from ragspan.tasks import demo_rag
+from ragspan.tasks.tools import demo_rag
 
 BIN = Path(sys.executable).parent
 GIT_ID = ["-c", "user.name=ragspan-test", "-c", "user.email=ragspan-test@example.invalid"]
 _CLI = ("import sys, ragspan.flows.cli as c; c._COMMAND_MODULES = tuple(dict.fromkeys("
-        "(*c._COMMAND_MODULES, 'ragspan.flows.serve', 'ragspan.flows.compare'))); "
+        "(*c._COMMAND_MODULES, 'ragspan.flows.serve', 'ragspan.flows.cli.compare'))); "
         "sys.exit(c.main(sys.argv[1:]))")
-RAG_COMMAND = "{python} -m ragspan.tasks.demo_rag answer --data {data_dir} --index {index} --out {out}"
+RAG_COMMAND = "{python} -m ragspan.tasks.tools.demo_rag answer --data {data_dir} --index {index} --out {out}"
 KINDS = {"correct", "rank_failure", "retrieval_miss", "synthesis_error", "hallucination"}
 
 
@@ -79,7 +79,7 @@ def test_demo_index_version_changes_the_run(demo_runs):
 
 
 def test_demo_index_holds_what_its_version_says(tmp_path):
-    from ragspan.tasks.load import load_workspace
+    from ragspan.tasks.io.load import load_workspace
 
     chunks = load_workspace(SAMPLE, None, 800, 100, 3).chunks
     one = demo_rag.indexed_chunks(chunks, demo_rag.spec_for("x", chunks_per_doc=1))
@@ -163,7 +163,7 @@ def test_watch_params_live_in_settings_outside_the_fingerprint(tmp_path, state_d
 
 def test_a_bad_run_is_refused_and_nothing_lands(tmp_path, state_dir):
     from ragspan.tasks.config import load_settings
-    from ragspan.tasks.load import InputError
+    from ragspan.tasks.errors import InputError
 
     data = tmp_path / "data"
     shutil.copytree(SAMPLE, data)

@@ -19,12 +19,12 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from ragspan.tasks import schemas
-from ragspan.tasks.byte_offsets import utf8_spans
-from ragspan.tasks.decompose import located_claims
-from ragspan.tasks.load import chunk_corpus, locate_text
-from ragspan.tasks.text import normalize
-from ragspan.tasks.validate_offsets import judgements_from_candidates
+from ragspan.tasks.core import schemas
+from ragspan.tasks.core.byte_offsets import utf8_spans
+from ragspan.tasks.core.text import normalize
+from ragspan.tasks.io.load import chunk_corpus, locate_text
+from ragspan.tasks.steps.decompose import located_claims
+from ragspan.tasks.steps.validate_offsets import judgements_from_candidates
 
 ATOMS = [
     "a", "Z", "7", " ", "  ", "\r\n", "\n", "\r", "\t", ".", "é", "e\u0301", "a\u0308\u0323",  # stacked marks

@@ -55,7 +55,7 @@ _END = re.compile(r"[.!?]$")
 
 def sentence_pool() -> list[str]:
     from _data import load_clapnq, load_xquad
-    from ragspan.tasks.text import sentence_spans
+    from ragspan.tasks.core.text import sentence_spans
 
     xdocs, _ = load_xquad()
     cdocs, _ = load_clapnq()

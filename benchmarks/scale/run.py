@@ -144,8 +144,8 @@ def evaluate(ws: Path, home: Path, out: Path, timings: Path | None, runner: str)
 
 def child_floor(ws: Path, home: Path) -> dict:
     t0 = time.perf_counter()
-    from ragspan.tasks.corpus_search import build_index_dir
-    from ragspan.tasks.load import load_workspace
+    from ragspan.tasks.io.load import load_workspace
+    from ragspan.tasks.steps.corpus_search import build_index_dir
 
     t1 = time.perf_counter()
     w = load_workspace(ws, "scale", 800, 100, 3)
@@ -160,15 +160,22 @@ def child_steps(ws: Path, home: Path) -> dict:
     os.environ["RAGSPAN_HOME"] = str(home)
     import pandas as pd
     from ragspan.tasks.config import load_settings
-    from ragspan.tasks.corpus_search import build_index_dir, claims_needing_search, hits_for_claims
-    from ragspan.tasks.decompose import claims_for_answers
-    from ragspan.tasks.diagnose import diagnoses_for_claims
-    from ragspan.tasks.extract import candidates_for_claims
+    from ragspan.tasks.core.shards import passages_for, shards_of
+    from ragspan.tasks.io.load import load_workspace
     from ragspan.tasks.judges import judge_spec, make_judge
-    from ragspan.tasks.load import load_workspace
-    from ragspan.tasks.report import write_results
-    from ragspan.tasks.shards import passages_for, shards_of
-    from ragspan.tasks.validate_offsets import judgements_from_candidates, spans_from_judgements
+    from ragspan.tasks.reporting.report import write_results
+    from ragspan.tasks.steps.corpus_search import (
+        build_index_dir,
+        claims_needing_search,
+        hits_for_claims,
+    )
+    from ragspan.tasks.steps.decompose import claims_for_answers
+    from ragspan.tasks.steps.diagnose import diagnoses_for_claims
+    from ragspan.tasks.steps.extract import candidates_for_claims
+    from ragspan.tasks.steps.validate_offsets import (
+        judgements_from_candidates,
+        spans_from_judgements,
+    )
 
     times: dict[str, float] = {}
 

@@ -31,8 +31,8 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from functools import lru_cache
 
+from ragspan.tasks.core.text import norm_set, sentence_spans, token_arrays, word_features
 from ragspan.tasks.judges.base import ClaimText, JudgeFailure, JudgeSpec, JudgeStats, Verdict
-from ragspan.tasks.text import norm_set, sentence_spans, token_arrays, word_features
 
 # The local judge's identity in cache keys and manifests: bump the version whenever a
 # change here can change a verdict.

@@ -4,7 +4,7 @@ Protocol, with the judge cache in front of every model call.
 
 One model call is one `client.chat.completions.parse(..., response_format=Model)`:
 the pydantic models below are the output schema, and their field descriptions are
-instructions the model sees (prompts: tasks/prompts/*.md, versioned). The output is
+instructions the model sees (prompts: tasks/judges/prompts/*.md, versioned). The output is
 validated with pydantic whatever the server claims about `strict`.
 
 - decompose(answer): one call → claims, each with the verbatim answer text it comes
@@ -61,10 +61,10 @@ from typing import Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
+from ragspan.tasks.core.text import locate_quote
 from ragspan.tasks.judges.base import ClaimText, JudgeFailure, JudgeSpec, JudgeStats, Verdict
 from ragspan.tasks.judges.cache import JudgeCache, cache_key, endpoint_label
 from ragspan.tasks.judges.prompts import Prompt, load_prompt, prompt_version
-from ragspan.tasks.text import locate_quote
 
 log = logging.getLogger("ragspan.judge")
 
@@ -179,7 +179,7 @@ def openai_spec(params: Any) -> JudgeSpec:
     """The JudgeSpec of params.yaml's `judge:` section for kind=openai. Raises ConfigError
     (before any work) when the model is missing, the URL carries credentials, or no key
     is set for a non-loopback endpoint."""
-    from ragspan.tasks.config import ConfigError
+    from ragspan.tasks.errors import ConfigError
 
     model = (getattr(params, "model", "") or "").strip()
     if not model:

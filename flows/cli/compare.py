@@ -1,0 +1,182 @@
+"""`ragspan compare A B`: label-rate deltas, claim transitions and regressions between two
+evaluations. The logic is in tasks/reporting/compare.py; this module finds and loads the sides.
+
+A and B are each one of:
+- a results directory (holding metrics.json and diagnoses.parquet), e.g. results/baseline;
+- a git revision (branch, tag, sha, HEAD~1): results/<run>/ read at that revision;
+- a DVC experiment name (as listed by `dvc exp show`), resolved to its commit.
+
+Revisions are read through DVC's file system (`dvc.api.DVCFileSystem`): metrics.json is
+in git (`cache: false`), the Parquet tables come from the DVC cache, so an experiment
+made elsewhere needs `dvc exp pull` / `dvc pull` first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+import yaml
+from ragspan.tasks.errors import SideError
+from ragspan.tasks.reporting.compare import (
+    Side,
+    as_markdown,
+    as_text,
+    claim_groups,
+    compare_runs,
+)
+
+
+def _git(repo: Path, *args: str) -> str | None:
+    try:
+        out = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=False, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def resolve_rev(repo: Path, name: str) -> tuple[str, str] | None:
+    """(commit sha, kind) for a git revision or a DVC experiment name, else None."""
+    sha = _git(repo, "rev-parse", "--verify", "--quiet", f"{name}^{{commit}}")
+    if sha:
+        return sha, "git revision"
+    refs = _git(repo, "for-each-ref", "--format=%(refname) %(objectname)", "refs/exps/") or ""
+    hits = [line.split()[1] for line in refs.splitlines()
+            if not line.startswith("refs/exps/exec/") and line.split()[0].rsplit("/", 1)[-1] == name]
+    if len(hits) > 1:
+        raise SideError(f"{name!r} names {len(hits)} DVC experiments; use the commit sha instead")
+    return (hits[0], "DVC experiment") if hits else None
+
+
+def _load_groups(data_dir: Path, run: str, diagnoses: pd.DataFrame, manifest: dict) -> tuple[pd.DataFrame | None, str | None]:
+    """Per-claim metadata groups from the data the run was evaluated on; (None, why) if
+    that data is not available unchanged."""
+    from ragspan.tasks.io.load import load_workspace
+
+    params = manifest.get("params") or {}
+    chunking, pipeline = params.get("chunking") or {}, params.get("pipeline") or {}
+    want = manifest.get("inputs_md5") or {}
+    try:
+        ws = load_workspace(data_dir, run, chunking.get("size", 800), chunking.get("overlap", 100),
+                            pipeline.get("default_context_k", 3))
+    except Exception as exc:  # noqa: BLE001 - any input problem: the breakdown is optional
+        return None, f"per-metadata deltas skipped: cannot load {data_dir}: {exc}"
+    if want and ws.input_files != want:
+        changed = sorted(k for k in set(want) | set(ws.input_files) if want.get(k) != ws.input_files.get(k))
+        return None, (f"per-metadata deltas skipped: {data_dir} no longer matches the run's manifest "
+                      f"({', '.join(changed[:3])} changed)")
+    return claim_groups(diagnoses, ws.corpus, ws.questions, ws.retrieved), None
+
+
+def side_from_dir(path: Path, label: str | None = None) -> Side:
+    metrics_path, diag_path = path / "metrics.json", path / "diagnoses.parquet"
+    if not diag_path.is_file():
+        raise SideError(f"{path}: no diagnoses.parquet (is this a ragspan results directory? "
+                        "`dvc pull` or `dvc repro` restores DVC outs)")
+    metrics = json.loads(metrics_path.read_text(encoding="utf-8"))
+    diagnoses = pd.read_parquet(diag_path)
+    manifest = metrics.get("manifest") or {}
+    run = metrics.get("run") or path.name
+    data_dir = _data_dir_for(manifest)
+    groups, note = (None, "per-metadata deltas skipped: the manifest names no data directory")
+    if data_dir is not None:
+        groups, note = _load_groups(Path(data_dir), run, diagnoses, manifest)
+    return Side(label or str(path), diagnoses, metrics, groups, source="results directory",
+                notes=(note,) if note else ())
+
+
+def _data_dir_for(manifest: dict) -> str | None:
+    """The data directory as written in the params the run used (relative to where it ran)."""
+    return ((manifest.get("params") or {}).get("data") or {}).get("dir")
+
+
+def side_from_rev(repo: Path, name: str, sha: str, kind: str, run: str | None) -> Side:
+    from dvc.api import DVCFileSystem
+
+    try:
+        fs = DVCFileSystem(str(repo), rev=sha)
+    except Exception as exc:  # DVC raises many kinds; reported, not swallowed
+        raise SideError(f"{name}: cannot open the DVC repository at {repo}: {exc}") from exc
+    if run is None:
+        try:
+            params = yaml.safe_load(fs.read_text("params.yaml")) or {}
+            run = ((params.get("data") or {}).get("runs") or [None])[0]
+        except (FileNotFoundError, yaml.YAMLError, AttributeError):
+            run = None
+        if run is None:
+            raise SideError(f"{name}: no --run given and params.yaml at {sha[:7]} lists no data.runs")
+    base = f"results/{run}"
+    try:
+        metrics = json.loads(fs.read_text(f"{base}/metrics.json"))
+    except FileNotFoundError:
+        raise SideError(f"{name} ({kind} {sha[:7]}): no {base}/metrics.json at that revision") from None
+    try:
+        diagnoses = pd.read_parquet(io.BytesIO(fs.read_bytes(f"{base}/diagnoses.parquet")))
+    except Exception as exc:  # noqa: BLE001 - missing from the DVC cache, unreadable, …
+        raise SideError(f"{name} ({kind} {sha[:7]}): cannot read {base}/diagnoses.parquet from the "
+                        f"DVC cache ({type(exc).__name__}: {exc}); run `dvc pull` or `dvc exp pull` "
+                        "first") from None
+    manifest = metrics.get("manifest") or {}
+    groups, note = None, "per-metadata deltas skipped: the manifest names no data directory"
+    data_dir = _data_dir_for(manifest)
+    if data_dir is not None:
+        with tempfile.TemporaryDirectory(prefix="ragspan-compare-") as tmp:
+            local = Path(tmp) / "data"
+            try:
+                fs.get(data_dir.rstrip("/"), str(local), recursive=True)
+            except Exception as exc:  # noqa: BLE001 - optional breakdown; the reason is shown
+                note = f"per-metadata deltas skipped: cannot read {data_dir} at {sha[:7]}: {exc}"
+            else:
+                groups, note = _load_groups(local, run, diagnoses, manifest)
+    return Side(name, diagnoses, metrics, groups, source=f"{kind} {sha[:7]}, {base}",
+                notes=(note,) if note else ())
+
+
+def load_side(spec: str, run: str | None, repo: Path) -> Side:
+    path = Path(spec)
+    if path.is_dir() and (path / "metrics.json").is_file():
+        return side_from_dir(path)
+    root = _git(repo, "rev-parse", "--show-toplevel")
+    resolved = resolve_rev(Path(root), spec) if root else None
+    if resolved is None:
+        where = f"git repository {root}" if root else f"{repo} (not a git repository)"
+        raise SideError(f"{spec!r} is neither a results directory (with metrics.json) nor a git "
+                        f"revision or DVC experiment in {where}")
+    return side_from_rev(Path(root), spec, *resolved, run)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    repo = Path(args.repo or ".")
+    a, b = load_side(args.a, args.run, repo), load_side(args.b, args.run, repo)
+    result = compare_runs(a, b, force=args.force, resamples=args.resamples, seed=args.seed,
+                          level=args.level)
+    if args.format == "json":
+        print(json.dumps(result, indent=2, ensure_ascii=False, default=str))
+    elif args.format == "markdown":
+        sys.stdout.write(as_markdown(result, args.limit))
+    else:
+        sys.stdout.write(as_text(result, args.limit))
+    return 0
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "compare", help="compare two evaluations: rate deltas, claim transitions, regressions",
+        description="A and B: results directories, git revisions or DVC experiment names.")
+    p.add_argument("a", metavar="A", help="baseline: results dir, git revision or DVC experiment")
+    p.add_argument("b", metavar="B", help="candidate: results dir, git revision or DVC experiment")
+    p.add_argument("--run", help="run name for revisions/experiments (default: first of params data.runs)")
+    p.add_argument("--format", choices=["table", "markdown", "json"], default="table")
+    p.add_argument("--force", action="store_true", help="compare even if the question sets differ")
+    p.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (default 2000)")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    p.add_argument("--level", type=float, default=0.95, help="confidence level (default 0.95)")
+    p.add_argument("--limit", type=int, default=20, help="claims listed per section (table/markdown)")
+    p.add_argument("--repo", help="git/DVC repository for revisions (default: current directory)")
+    p.set_defaults(func=cmd_compare)

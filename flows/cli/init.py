@@ -1,0 +1,291 @@
+"""`ragspan init [DIR] [--data PATH]`: a git + DVC workspace for a user's own data.
+
+What it does, each step skipped when already done (re-running is safe):
+
+1. `git init` unless DIR is already inside a git work tree;
+2. `dvc init` (with `--subdir` when DIR is below the git top level), `core.analytics
+   false`, `core.autostage true` (DVC stages the `.dvc`/.gitignore files it writes);
+3. the data: `--data PATH` outside DIR is copied to DIR/data; then `dvc add <data>`;
+4. a default local remote, `<parent>/<DIR name>.dvc-storage` (or `--remote URL`), so
+   `dvc push` / `dvc pull` work offline;
+5. `params.yaml` pointing at the data (runs = DATA/runs/*.jsonl), `dvc.yaml` (one
+   evaluate stage per run, like ragspan's own), the plot templates under .dvc/plots/,
+   and `.ragspan/` (caches) in .gitignore;
+6. a commit "ragspan init" only when git has a user configured (nothing is assumed);
+   otherwise the files are staged and the command to commit is printed.
+
+Everything shells out to the real `git` and `dvc` (dvc from this Python environment).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+from ragspan.tasks.config import Settings
+from ragspan.tasks.core.schemas import LABELS
+from ragspan.tasks.errors import InitError
+from ragspan.tasks.reporting.charts import LABEL_COLORS
+
+# What both bar-chart templates share (a DVC plot template is a Vega-Lite spec).
+_BAR_CHART: dict = {
+    "$schema": "https://vega.github.io/schema/vega-lite/v5.json",
+    "data": {"values": "<DVC_METRIC_DATA>"},
+    "title": "<DVC_METRIC_TITLE>",
+    "width": 360,
+    "height": 240,
+    "mark": {"type": "bar", "tooltip": True},
+}
+
+# The plot templates of ragspan's own repository (.dvc/plots/); a test keeps them equal.
+PLOT_TEMPLATES: dict[str, dict] = {
+    "taxonomy_stacked.json": {
+        **_BAR_CHART,
+        "encoding": {
+            "x": {"field": "rev", "type": "nominal", "sort": [], "title": "revision"},
+            "y": {"field": "<DVC_METRIC_Y>", "type": "quantitative", "stack": "zero",
+                  "title": "<DVC_METRIC_Y_LABEL>"},
+            "color": {
+                "field": "<DVC_METRIC_X>",
+                "type": "nominal",
+                "title": "<DVC_METRIC_X_LABEL>",
+                "sort": list(LABELS),
+                "scale": {
+                    "domain": list(LABELS),
+                    "range": [LABEL_COLORS[label] for label in LABELS],
+                },
+            },
+            "order": {"field": "<DVC_METRIC_X>"},
+        },
+    },
+    "taxonomy_bars.json": {
+        **_BAR_CHART,
+        "encoding": {
+            "x": {
+                "field": "<DVC_METRIC_X>",
+                "type": "nominal",
+                "title": "<DVC_METRIC_X_LABEL>",
+                "sort": list(LABELS),
+            },
+            "y": {"field": "<DVC_METRIC_Y>", "type": "quantitative", "title": "<DVC_METRIC_Y_LABEL>"},
+            "xOffset": {"field": "rev", "sort": []},
+            "color": {"field": "rev", "type": "nominal", "sort": [], "title": "revision"},
+        },
+    },
+}
+
+# The cached DVC outs of each run: every file report.py writes into results/<run>/ except
+# metrics.json and taxonomy.csv (git-tracked metrics/plots). ragspan's own dvc.yaml lists
+# the same files; tests check both against what a real run writes.
+CACHED_OUTS = ("claims.parquet", "spans.parquet", "diagnoses.parquet", "report.html", "summary.md",
+               "taxonomy.svg", "taxonomy.png", "ranks.svg", "ranks.png", "by_metadata.svg",
+               "by_metadata.png")
+
+DVC_YAML = """\
+# Written by `ragspan init`. One stage per run in params.yaml `data.runs`, each running
+# the whole evaluate flow. The data directory is tracked by DVC (`{data}.dvc`); the
+# results' Parquet tables and report.html are DVC outs; metrics.json and taxonomy.csv
+# are committed to git (cache: false) for `dvc metrics diff` / `dvc plots diff`.
+# ragspan's code is not a dep here (it is an installed package): after upgrading
+# ragspan, run `dvc repro --force` (metrics.json records the code version).
+stages:
+  evaluate:
+    foreach: ${{data.runs}}
+    do:
+      cmd: ragspan evaluate --data ${{data.dir}} --run ${{item}} --out results/${{item}} --quiet
+      deps:
+        - ${{data.dir}}
+      params:
+        - chunking
+        - judge
+        - search
+        - pipeline
+      outs:
+{outs}
+      metrics:
+        - results/${{item}}/metrics.json:
+            cache: false
+      plots:
+        - results/${{item}}/taxonomy.csv:
+            cache: false
+            x: label
+            y: rate
+            template: taxonomy_stacked
+            title: "Claims by taxonomy label (rate over judged claims)"
+            x_label: label
+            y_label: rate
+"""
+
+
+def _dvc() -> list[str]:
+    """The dvc of this Python environment (ragspan pins it), else the one on PATH."""
+    exe = Path(sys.executable).with_name("dvc")
+    return [str(exe)] if exe.exists() else ["dvc"]
+
+
+def _run(cmd: list[str], cwd: Path, what: str) -> str:
+    try:
+        out = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False, timeout=600)
+    except OSError as exc:
+        raise InitError(f"{what}: cannot run {cmd[0]}: {exc}") from exc
+    if out.returncode != 0:
+        raise InitError(f"{what} failed ({' '.join(cmd)}):\n{(out.stderr or out.stdout).strip()}")
+    return out.stdout.strip()
+
+
+def _git_ok(cwd: Path, *args: str) -> str | None:
+    try:
+        out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False, timeout=30)
+    except OSError:
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def _append_line(path: Path, line: str) -> None:
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    if line not in text.splitlines():
+        path.write_text(text + ("" if not text or text.endswith("\n") else "\n") + line + "\n",
+                        encoding="utf-8")
+
+
+def _runs_in(data: Path) -> list[str]:
+    return sorted(p.stem for p in (data / "runs").glob("*.jsonl"))
+
+
+def _place_data(root: Path, given: str | None) -> Path:
+    """The data directory inside the workspace (copied in when given from outside)."""
+    if given is None:
+        data = root / "data"
+        if not data.is_dir():
+            raise InitError(f"no data directory: put your data in {data} or pass --data PATH")
+        return data
+    src = Path(given).resolve()
+    if not src.is_dir():
+        raise InitError(f"--data {given}: not a directory")
+    if src == root or root in src.parents:
+        return src
+    dest = root / "data"
+    if dest.exists():
+        raise InitError(f"--data {given} is outside {root} and {dest} already exists: "
+                        "move your data into the workspace yourself")
+    shutil.copytree(src, dest)
+    print(f"copied {src} → {dest}")
+    return dest
+
+
+def _check_data(data: Path, runs: list[str]) -> None:
+    """Fail early, with the loader's message (file, row, field), on unusable data."""
+    from ragspan.tasks.io.load import load_workspace
+
+    defaults = Settings()
+    for run in runs or [None]:
+        load_workspace(data, run, defaults.chunking.size, defaults.chunking.overlap,
+                       defaults.pipeline.default_context_k)
+
+
+def init_workspace(root: Path, data_arg: str | None = None, remote: str | None = None,
+                   runs: list[str] | None = None, commit: bool = True) -> dict:
+    """Scaffold (or complete) a ragspan workspace at `root`; returns what was done."""
+    root = root.resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    done: dict[str, object] = {"root": str(root)}
+
+    data = _place_data(root, data_arg)
+    rel_data = data.relative_to(root).as_posix()
+    runs = runs or _runs_in(data)
+    if not runs:
+        raise InitError(f"{data}/runs/ has no <run>.jsonl files: nothing to evaluate")
+    _check_data(data, runs)
+
+    top = _git_ok(root, "rev-parse", "--show-toplevel")
+    if top is None:
+        _run(["git", "init", "-q"], root, "git init")
+        top = str(root)
+        done["git_init"] = True
+    if not (root / ".dvc").is_dir():
+        subdir = ["--subdir"] if Path(top).resolve() != root else []
+        _run([*_dvc(), "init", "-q", *subdir], root, "dvc init")
+        done["dvc_init"] = True
+    _run([*_dvc(), "config", "core.analytics", "false"], root, "dvc config core.analytics")
+    _run([*_dvc(), "config", "core.autostage", "true"], root, "dvc config core.autostage")
+
+    plots = root / ".dvc" / "plots"
+    plots.mkdir(exist_ok=True)
+    for name, content in PLOT_TEMPLATES.items():
+        (plots / name).write_text(json.dumps(content, indent=2) + "\n", encoding="utf-8")
+
+    _append_line(root / ".gitignore", "/.ragspan/")
+    _append_line(root / ".dvcignore", "/.ragspan/")
+
+    _run([*_dvc(), "add", "-q", rel_data], root, f"dvc add {rel_data}")
+    done["dvc_add"] = rel_data
+
+    existing = _run([*_dvc(), "remote", "list"], root, "dvc remote list")
+    if remote or not existing:
+        url = remote or str(root.parent / f"{root.name}.dvc-storage")
+        if not remote:
+            Path(url).mkdir(parents=True, exist_ok=True)
+        _run([*_dvc(), "remote", "add", "--default", "--force", "storage", url], root, "dvc remote add")
+        done["remote"] = url
+
+    params = root / "params.yaml"
+    if not params.exists():
+        settings = Settings.model_validate({"data": {"dir": rel_data, "runs": runs}})
+        header = ("# ragspan parameters (written by `ragspan init`). Every key is validated by\n"
+                  "# ragspan; dvc.yaml lists the sections each stage reads, so\n"
+                  "# `dvc exp run -S judge.support_threshold=0.8` re-runs what depends on it.\n")
+        params.write_text(header + yaml.safe_dump(settings.model_dump(mode="json"), sort_keys=False),
+                          encoding="utf-8")
+        done["params"] = True
+    if not (root / "dvc.yaml").exists():
+        outs = "\n".join(f"        - results/${{item}}/{name}" for name in CACHED_OUTS)
+        (root / "dvc.yaml").write_text(DVC_YAML.format(data=rel_data, outs=outs), encoding="utf-8")
+        done["dvc_yaml"] = True
+
+    files = [".gitignore", ".dvcignore", ".dvc/config", ".dvc/plots", "params.yaml", "dvc.yaml",
+             f"{rel_data}.dvc"]
+    _run(["git", "add", "--", *[f for f in files if (root / f).exists()]], root, "git add")
+    user = _git_ok(root, "config", "user.email")
+    if commit and user and _git_ok(root, "diff", "--cached", "--quiet") is None:
+        _run(["git", "commit", "-q", "-m", "ragspan init: DVC-tracked data, params, pipeline"],
+             root, "git commit")
+        done["commit"] = _git_ok(root, "rev-parse", "HEAD")
+    else:
+        done["commit"] = None
+    done["runs"] = runs
+    return done
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    try:
+        done = init_workspace(Path(args.dir), args.data, args.remote, args.run, commit=not args.no_commit)
+    except InitError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1 if "failed" in str(exc) else 2
+    root = done["root"]
+    print(f"ragspan workspace ready in {root}")
+    print(f"  data: {done['dvc_add']} (DVC-tracked; {done['dvc_add']}.dvc is what git keeps)")
+    print(f"  runs: {', '.join(done['runs'])}")
+    if done.get("remote"):
+        print(f"  DVC remote 'storage': {done['remote']}  (switch: dvc remote add -d -f storage s3://…)")
+    if done["commit"]:
+        print(f"  committed {str(done['commit'])[:7]} (your git user)")
+    else:
+        print("  files staged, not committed: git commit -m 'ragspan init'")
+    print("next: dvc repro && git add -A && git commit -m 'first report' && dvc push")
+    return 0
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("init", help="scaffold a git + DVC workspace for your own data")
+    p.add_argument("dir", nargs="?", default=".", help="workspace directory (default: .)")
+    p.add_argument("--data", help="data directory (default: DIR/data; copied into DIR/data if outside)")
+    p.add_argument("--run", action="append", help="run name to evaluate (repeatable; default: all of DATA/runs/*.jsonl)")
+    p.add_argument("--remote", help="DVC remote URL (default: a local folder DIR/../<name>.dvc-storage)")
+    p.add_argument("--no-commit", action="store_true", help="stage the files but never commit")
+    p.set_defaults(func=cmd_init)

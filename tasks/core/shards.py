@@ -1,0 +1,88 @@
+"""Shards: batches of answers with exactly the passages their judge calls will read.
+
+Each shard is self-contained (its answers, the retrieved chunks' texts, the reference
+answers), so a task's cache key covers precisely what it judges: changing one answer
+re-judges one shard, not the run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pandas as pd
+from ragspan.tasks.core import schemas
+from ragspan.tasks.judges.base import RETRYABLE_FAILURES, JudgeStats
+
+if TYPE_CHECKING:
+    from ragspan.tasks.io.load import Workspace
+
+
+@dataclass(frozen=True)
+class Shard:
+    index: int
+    answers: pd.DataFrame  # schemas.Answers
+    passages: pd.DataFrame  # schemas.Passages: retrieved chunks + reference answers
+
+
+@dataclass(frozen=True)
+class ShardResult:
+    """What one shard hands to the report: its output tables (claims, evidence spans,
+    diagnoses), the judge stats of the steps that ran (not of cached ones), and the Prefect
+    state names of its task runs. The judgements themselves — one row per (claim,
+    passage), ten times the claims — stay in the shard (and in Prefect's result store), so
+    the flow's memory grows with the outputs, not with the pairs judged."""
+
+    claims: pd.DataFrame
+    spans: pd.DataFrame
+    diagnoses: pd.DataFrame
+    stats: JudgeStats
+    states: dict[str, dict[str, int]]
+    # Answers (question ids) with a judge failure another attempt may not repeat (an
+    # outage, a spent budget): never stored for reuse, so the next run tries them again.
+    retry: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, claims: pd.DataFrame, judged: pd.DataFrame, searched: pd.DataFrame, diagnoses: pd.DataFrame,
+           stats: JudgeStats, states: dict[str, dict[str, int]]) -> ShardResult:
+        from ragspan.tasks.steps.validate_offsets import spans_from_judgements
+
+        both = pd.concat([judged, searched], ignore_index=True)
+        spans = spans_from_judgements(both)
+        failed = set(both.loc[both["error"].isin(RETRYABLE_FAILURES), "claim_id"])
+        failed |= set(claims.loc[claims["decompose_error"].isin(RETRYABLE_FAILURES), "claim_id"])
+        retry = set(claims.loc[claims["claim_id"].isin(failed), "question_id"])
+        return cls(claims, spans, diagnoses, stats, states, frozenset(retry))
+
+
+def passages_for(ws: Workspace) -> pd.DataFrame:
+    """Every retrieved chunk with its text, plus each question's reference answer."""
+    retrieved, corpus, questions = ws.retrieved, ws.corpus, ws.questions
+    texts = dict(zip(corpus["doc_id"], corpus["text"]))
+    r = retrieved.copy()
+    r["passage_text"] = [texts[d][s:e] for d, s, e in zip(r["doc_id"], r["char_start"], r["char_end"])]
+    rows = pd.DataFrame({
+        "question_id": r["question_id"], "claim_id": None, "source": "retrieved",
+        "chunk_id": r["chunk_id"], "doc_id": r["doc_id"], "passage_start": r["char_start"],
+        "rank": r["rank"], "in_context": r["in_context"], "score": r["score"],
+        "passage_text": r["passage_text"],
+    })
+    if "reference_answer" in questions.columns:
+        q = questions[questions["reference_answer"].notna() & (questions["reference_answer"].astype(str).str.strip() != "")]
+        refs = pd.DataFrame({
+            "question_id": q["question_id"], "claim_id": None, "source": "reference", "chunk_id": None,
+            "doc_id": None, "passage_start": None, "rank": None, "in_context": False, "score": None,
+            "passage_text": q["reference_answer"].astype(str),
+        })
+        rows = pd.concat([rows, refs], ignore_index=True) if not refs.empty else rows
+    return schemas.Passages.validate(rows.reset_index(drop=True))
+
+
+def shards_of(answers: pd.DataFrame, passages: pd.DataFrame, shard_size: int) -> list[Shard]:
+    """Answers in input order, cut every `shard_size`; passages follow their question."""
+    out = []
+    for i, start in enumerate(range(0, len(answers), shard_size)):
+        part = answers.iloc[start : start + shard_size].reset_index(drop=True)
+        mine = passages[passages["question_id"].isin(set(part["question_id"]))].reset_index(drop=True)
+        out.append(Shard(index=i, answers=part, passages=mine))
+    return out

@@ -1,0 +1,86 @@
+"""Every error ragspan raises on purpose, with the exit code the CLI returns for it.
+
+    RagspanError                      exit 1 unless a subclass says otherwise
+    ├── UsageError                    2  bad input, settings or arguments: fix and re-run
+    │   ├── ConfigError                  params.yaml missing, unreadable or invalid
+    │   ├── InputError                   a data file: names the file, the row and the field
+    │   ├── PromptError                  a prompt file lost a required part
+    │   ├── QuestionsDiffer              compare: the two runs are over different questions
+    │   ├── SideError                    compare: a side cannot be found or read
+    │   ├── MissingRun                   aggregate: a run has no metrics yet
+    │   └── NoServer                     serve/notify: no Prefect API to talk to
+    ├── OutputBusy                    3  another process is writing the same results dir
+    ├── InitError                     1  a step of `ragspan init` failed
+    └── StepFailed                    1  a pipeline step ended in a failed state
+
+Each keeps the builtin base it had (ValueError, FileNotFoundError, RuntimeError), so
+library callers that caught those still do. The CLI catches `RagspanError` once and
+prints `error: <message>`; nothing else maps exceptions to exit codes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class RagspanError(Exception):
+    exit_code: int = 1
+
+
+class UsageError(RagspanError):
+    exit_code = 2
+
+
+class ConfigError(UsageError, ValueError):
+    """params.yaml is missing, unreadable or invalid."""
+
+
+class InputError(UsageError, ValueError):
+    """Bad input: names the file, the 1-based row and the field."""
+
+    def __init__(self, file: str | Path, row: int | None, field: str | None, message: str):
+        self.file = str(file)
+        self.row = row
+        self.field = field
+        self.message = message
+        where = []
+        if row is not None:
+            where.append(f"row {row}")
+        if field is not None:
+            where.append(f"field '{field}'")
+        prefix = f"{self.file}: " + (", ".join(where) + ": " if where else "")
+        super().__init__(prefix + message)
+
+
+class PromptError(UsageError, ValueError):
+    """A prompt file is missing, malformed, or lost a required part."""
+
+
+class QuestionsDiffer(UsageError, ValueError):
+    """The two runs were not evaluated on the same questions."""
+
+
+class SideError(UsageError, ValueError):
+    """A side of the comparison cannot be found or read."""
+
+
+class MissingRun(UsageError, FileNotFoundError):
+    """A run named for aggregation has no metrics.json yet."""
+
+
+class NoServer(UsageError, RuntimeError):
+    """No Prefect API to talk to."""
+
+
+class OutputBusy(RagspanError, RuntimeError):
+    """Another ragspan process is writing the same results directory."""
+
+    exit_code = 3
+
+
+class InitError(RagspanError, RuntimeError):
+    """A step of `ragspan init` failed; the message names the step and its output."""
+
+
+class StepFailed(RagspanError, RuntimeError):
+    """A pipeline step ended in a failed Prefect state."""

@@ -1,0 +1,234 @@
+"""reuse: answers already evaluated under the same conditions are not evaluated again.
+
+Every step works answer by answer — an answer's claims, judgements, corpus hits and
+diagnoses depend only on the answer itself, the passages retrieved for it (texts, ranks,
+cutoff, reference answer) and a shared *context*: the judge spec, the code version, the
+support threshold, the corpus-search depth and the corpus index. So each answer gets a
+key (answer row + its passages + the context), and an answer whose key is in the store
+gets its rows from there; only the others go through the shards and their cached Prefect
+steps. A re-run with 5 % of the answers changed evaluates those 5 %, wherever they are in
+the file (Prefect's step cache alone re-runs every shard that holds one changed answer).
+
+Store: `<state>/answers/<context>/seg-*/{claims,spans,diagnoses}.parquet`, each row
+tagged with its answer's key. Each run appends one segment with the answers it evaluated
+(written aside, then renamed: a segment appears whole or not at all); beyond MAX_SEGMENTS
+they are folded into one, the newest rows of an answer winning. Answers hit by a judge failure another attempt may not repeat (an
+outage, a spent budget: RETRYABLE_FAILURES) are never stored, so the next run tries them
+again (their good calls then come from the judge cache). A change of corpus,
+judge, prompt, threshold or code is a new context: nothing is reused across it. Only the
+MAX_CONTEXTS most recently used contexts are kept. `pipeline.reuse_answers: false` turns
+the store off (Prefect's step cache still applies). docs/decisions.md #17.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+from ragspan.tasks.core import schemas
+from ragspan.tasks.core.shards import ShardResult
+from ragspan.tasks.judges.base import JudgeSpec, JudgeStats
+
+STORE_FORMAT = "reuse-1"  # bump when the stored tables' meaning changes
+MAX_CONTEXTS = 8
+MAX_SEGMENTS = 16  # appended per run; folded into one beyond this
+KEY = "answer_key"
+_WRITE_ONLY = ("byte_start", "byte_end")
+_TABLES = {"claims": schemas.Claims, "spans": schemas.Spans, "diagnoses": schemas.Diagnoses}
+
+
+@dataclass(frozen=True)
+class Reuse:
+    """The answers still to evaluate, and the stored rows of all the others."""
+
+    fresh: pd.DataFrame  # schemas.Answers: evaluate these
+    known: ShardResult  # claims / spans / diagnoses of the reused answers (no judge call)
+    keys: dict[str, str]  # question_id → answer key, for every answer of the run
+    store: str  # this context's store directory ("" = reuse off)
+    reused: int = 0  # answers served from the store
+
+
+def context_key(spec: JudgeSpec, code: str, support_threshold: float, top_k: int, index_dir: str) -> str:
+    """What every answer's results share: judge, code, thresholds and the corpus index
+    (its directory name is the hash of the chunk table with its texts)."""
+    blob = json.dumps([STORE_FORMAT, spec.as_dict(), code, support_threshold, top_k, Path(index_dir).name],
+                      sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
+def _row_hashes(table: pd.DataFrame) -> np.ndarray:
+    """One uint64 per row over every column (lists and None hashed via their JSON)."""
+    cols = {}
+    for name in table.columns:
+        col = table[name]
+        if col.dtype == object:
+            col = col.map(lambda v: json.dumps(v, sort_keys=True, default=str, ensure_ascii=False))
+        cols[name] = col.astype(str) if col.dtype == object else col
+    frame = pd.DataFrame(cols, index=table.index)
+    return pd.util.hash_pandas_object(frame, index=False).to_numpy()
+
+
+def answer_keys(answers: pd.DataFrame, passages: pd.DataFrame, context: str) -> dict[str, str]:
+    """question_id → a hash of the answer row, its passages (in order) and the context."""
+    per_question: dict[str, list[int]] = defaultdict(list)
+    for q, h in zip(passages["question_id"], _row_hashes(passages)):
+        per_question[q].append(int(h))
+    head = json.dumps([context, list(answers.columns), list(passages.columns)]).encode()
+    keys = {}
+    for q, h in zip(answers["question_id"], _row_hashes(answers)):
+        digest = hashlib.sha256(head)
+        digest.update(np.array([h, *per_question.get(q, ())], dtype=np.uint64).tobytes())
+        keys[q] = digest.hexdigest()[:32]
+    return keys
+
+
+def _segments(store: Path) -> list[Path]:
+    return sorted(p for p in store.iterdir() if p.is_dir() and p.name.startswith("seg-")) if store.is_dir() else []
+
+
+def _read_segment(seg: Path) -> dict[str, pd.DataFrame] | None:
+    try:
+        tables = {name: pd.read_parquet(seg / f"{name}.parquet") for name in _TABLES}
+    except (OSError, ValueError):
+        return None
+    return tables if all(KEY in t.columns for t in tables.values()) else None
+
+
+def _read_store(store: Path) -> dict[str, pd.DataFrame] | None:
+    """Every answer's rows from the newest segment that holds it, or None when there is
+    nothing readable (a damaged segment is skipped: it only costs a re-evaluation)."""
+    parts: dict[str, list[pd.DataFrame]] = {name: [] for name in _TABLES}
+    for i, seg in enumerate(_segments(store)):
+        tables = _read_segment(seg)
+        if tables is not None:
+            for name, t in tables.items():
+                parts[name].append(t.assign(_seg=i))
+    if not parts["claims"]:
+        return None
+    tables = {name: pd.concat(ts, ignore_index=True) for name, ts in parts.items()}
+    newest = tables["claims"].groupby(KEY)["_seg"].max()
+    return {name: t[t["_seg"] == t[KEY].map(newest)].drop(columns=["_seg"]) for name, t in tables.items()}
+
+
+def _empty(model: type) -> pd.DataFrame:
+    """A table with the columns the steps produce (byte offsets are added only on write)."""
+    return schemas.table([], model).drop(columns=list(_WRITE_ONLY), errors="ignore")
+
+
+def _strip(table: pd.DataFrame, model: type) -> pd.DataFrame:
+    return model.validate(table.drop(columns=[KEY]).reset_index(drop=True))
+
+
+def split_known(answers: pd.DataFrame, passages: pd.DataFrame, root: Path, context: str, enabled: bool) -> Reuse:
+    """Answers whose key is stored under `root/context` are served from there."""
+    keys = answer_keys(answers, passages, context) if enabled else {}
+    store = root / context
+    stored = _read_store(store) if enabled and store.exists() else None
+    if stored is None:
+        empty = ShardResult(*(_empty(m) for m in _TABLES.values()), JudgeStats(), {})
+        return Reuse(answers, empty, keys, str(store) if enabled else "")
+    # An answer is reused only when its claims and diagnoses are both there (spans may be none).
+    have = set(keys.values()) & set(stored["claims"][KEY]) & set(stored["diagnoses"][KEY])
+    fresh = answers[~answers["question_id"].map(keys).isin(have)].reset_index(drop=True)
+    tables = {n: _strip(t[t[KEY].isin(have)], _TABLES[n]) for n, t in stored.items()}
+    os.utime(store)  # recently used: kept by the pruning in remember()
+    known = ShardResult(tables["claims"], tables["spans"], tables["diagnoses"], JudgeStats(), {})
+    return Reuse(fresh, known, keys, str(store), reused=len(answers) - len(fresh))
+
+
+def in_answer_order(table: pd.DataFrame, question_ids: pd.Series, answers: pd.DataFrame) -> pd.DataFrame:
+    """Rows grouped by answer in input order; the order inside an answer is kept, so a
+    table is the same whichever shards (or the store) its rows came from."""
+    position = dict(zip(answers["question_id"], range(len(answers))))
+    order = question_ids.map(position).to_numpy()
+    return table.iloc[np.argsort(order, kind="stable")].reset_index(drop=True)
+
+
+def merged(reuse: Reuse, answers: pd.DataFrame, results: list[ShardResult]) -> ShardResult:
+    """The run's tables: stored rows plus the shards', in answer order."""
+    parts = [reuse.known, *results]
+    claims = pd.concat([p.claims for p in parts], ignore_index=True)
+    spans = pd.concat([p.spans for p in parts], ignore_index=True)
+    diagnoses = pd.concat([p.diagnoses for p in parts], ignore_index=True)
+    question_of = dict(zip(claims["claim_id"], claims["question_id"]))
+    claims = in_answer_order(claims, claims["question_id"], answers)
+    spans = in_answer_order(spans, spans["claim_id"].map(question_of), answers)
+    diagnoses = in_answer_order(diagnoses, diagnoses["question_id"], answers)
+    stats = sum((p.stats for p in results), JudgeStats())
+    states: dict[str, dict[str, int]] = {}
+    for p in results:
+        for name, counts in p.states.items():
+            for state, n in counts.items():
+                states.setdefault(name, {})[state] = states.get(name, {}).get(state, 0) + n
+    return ShardResult(claims, spans, diagnoses, stats, states, frozenset().union(*(p.retry for p in results)))
+
+
+def remember(reuse: Reuse, run: ShardResult) -> None:
+    """Append a segment with the rows of the answers this run evaluated (not those with a
+    retryable judge failure); fold segments beyond MAX_SEGMENTS; prune old contexts."""
+    if not reuse.store or reuse.reused == len(reuse.keys):  # off, or nothing new to store
+        return
+    store = Path(reuse.store)
+    fresh = set(reuse.fresh["question_id"]) - run.retry  # the stored ones are there already
+    keep = {q: k for q, k in reuse.keys.items() if q in fresh}
+    question_of = dict(zip(run.claims["claim_id"], run.claims["question_id"]))
+    tagged = {
+        "claims": run.claims.assign(**{KEY: run.claims["question_id"].map(keep)}),
+        "spans": run.spans.assign(**{KEY: run.spans["claim_id"].map(question_of).map(keep)}),
+        "diagnoses": run.diagnoses.assign(**{KEY: run.diagnoses["question_id"].map(keep)}),
+    }
+    store.mkdir(parents=True, exist_ok=True)
+    _write_segment(store, {name: t[t[KEY].notna()] for name, t in tagged.items()})
+    with open(store.parent / ".lock", "a") as lock:  # one compactor at a time
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        segments = _segments(store)
+        if len(segments) > MAX_SEGMENTS:  # fold them into one, newest rows winning
+            whole = _read_store(store)
+            if whole is not None:
+                _write_segment(store, whole)
+                for seg in segments:
+                    shutil.rmtree(seg, ignore_errors=True)
+        _prune(store.parent)
+
+
+def _write_segment(store: Path, tables: dict[str, pd.DataFrame]) -> None:
+    """A new segment of the store, appearing whole (written aside, then renamed)."""
+    tmp = Path(tempfile.mkdtemp(prefix=".seg-", dir=store))
+    try:
+        for name, table in tables.items():
+            table.to_parquet(tmp / f"{name}.parquet", index=False)
+        os.replace(tmp, store / f"seg-{time.time_ns():020d}-{os.getpid()}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _prune(root: Path) -> None:
+    contexts = sorted((p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")),
+                      key=lambda p: p.stat().st_mtime, reverse=True)
+    for stale in contexts[MAX_CONTEXTS:]:
+        shutil.rmtree(stale, ignore_errors=True)
+
+
+# Not cached by Prefect: the store is itself the cache, and reading it is the point.
+@task(name="reuse-answers", cache_policy=NO_CACHE)
+def reuse_answers(answers: pd.DataFrame, passages: pd.DataFrame, root: str, context: str, enabled: bool) -> Reuse:
+    return split_known(answers, passages, Path(root), context, enabled)
+
+
+@task(name="remember-answers", cache_policy=NO_CACHE)
+def remember_answers(reuse: Reuse, answers: pd.DataFrame, results: list[ShardResult]) -> ShardResult:
+    run = merged(reuse, answers, results)
+    remember(reuse, run)
+    return run

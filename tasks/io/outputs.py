@@ -1,0 +1,79 @@
+"""Atomic writes: a results directory appears whole or not at all.
+
+Everything is written into a fresh sibling temp directory, fsynced, then swapped in
+with renames; a crash leaves either the previous results or the new ones, plus at
+most a `.tmp-*` directory that the next run removes.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from ragspan.tasks.errors import OutputBusy
+
+
+def write_atomic_dir(out_dir: Path, writers: dict[str, Callable[[Path], None]]) -> Path:
+    """Call each writer with a path inside a temp dir, then swap the dir into place."""
+    out_dir = out_dir.resolve()
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    for stale in out_dir.parent.glob(f".{out_dir.name}.tmp-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
+    try:
+        for name, write in writers.items():
+            write(tmp / name)
+            if (tmp / name).is_file():  # a writer may also produce a directory (an index)
+                with open(tmp / name, "rb") as fh:
+                    os.fsync(fh.fileno())
+        old = out_dir.parent / f".{out_dir.name}.tmp-old"
+        if out_dir.is_dir():
+            # Keep what others put there: DVC's .gitignore for the outs in this directory.
+            for hidden in out_dir.glob(".*"):
+                if hidden.is_file() and hidden.name not in writers:
+                    shutil.copy2(hidden, tmp / hidden.name)
+        if out_dir.exists():
+            os.replace(out_dir, old)
+        os.replace(tmp, out_dir)
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out_dir
+
+
+@contextmanager
+def output_lock(out_dir: Path) -> Iterator[None]:
+    """Hold an exclusive lock on `out_dir` for a whole run; refuse (don't wait) if taken.
+
+    The lock file lives in the state dir (keyed by the absolute path), not next to the
+    outputs, so results directories stay clean. flock is released by the kernel if the
+    process dies, so a killed run never leaves a stale lock."""
+    from ragspan.tasks.config import state_dir
+
+    target = str(Path(out_dir).resolve())
+    locks = state_dir() / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    path = locks / (hashlib.sha256(target.encode()).hexdigest()[:24] + ".lock")
+    fh = open(path, "a+", encoding="utf-8")  # noqa: SIM115 (held across the yield, closed below)
+    try:
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            holder = fh.read().strip() or "another process"
+            raise OutputBusy(f"{target}: another ragspan evaluate is writing here ({holder}); "
+                             "wait for it or choose another --out") from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"pid {os.getpid()}")
+        fh.flush()
+        yield
+    finally:
+        fh.close()

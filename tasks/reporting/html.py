@@ -1,0 +1,466 @@
+"""report.html: one self-contained page per run (no network, no external asset).
+
+    headline ── label counts, rates with bootstrap 95% CIs, unjudged, judge + data manifest
+    deltas ──── when a comparison (`ragspan compare --format json`) is given
+    charts ──── taxonomy; rank of the supporting evidence vs the context cutoff;
+                labels by every metadata column (doc.*, question.*) of metrics["by_metadata"]
+    what to fix  each failure label → its pipeline stage, ordered by share of failures
+    claims ──── per question: the answer with each claim's span coloured by label; per
+                claim every validated evidence span (spans.parquet) inside its document,
+                the deciding one marked; filters by label, metadata and text (JavaScript)
+
+Safety: every piece of corpus, question, answer and metadata text goes through `_e`
+(HTML-escaped, quotes included; CR kept as `&#13;` so the highlighted text is the exact
+corpus substring). No data is ever interpolated into the script, which is static; a
+Content-Security-Policy allows only that script (by hash), inline styles and data: images,
+so even a bug in escaping could not run injected code or reach the network.
+
+Each evidence highlight is `<mark class="ev" data-doc data-start data-end data-claim>`;
+offsets are Python code-point offsets into the document (DESIGN §1). There is one such
+mark per row of spans.parquet (plus, defensively, a deciding span missing from it).
+
+The optional `comparison` is the JSON of `ragspan compare --format json` with this run as
+side B. Keys read: `a.name`, `a.run`, `a.git_rev`, `b.name`, `b.run`, `bootstrap.level`,
+`overall[]` (`label`, `a_rate`, `b_rate`, `delta`, `ci_low`, `ci_high`, `within_noise`),
+`transitions.changed[]` (`from`, `to`, `count`) and `worse[]` (its length); any missing key
+is shown as absent, never an error.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import itertools
+import json
+
+import pandas as pd
+from ragspan.tasks.core.schemas import records
+from ragspan.tasks.core.taxonomy import COLORS as LABEL_COLORS
+from ragspan.tasks.core.taxonomy import FIX_FOR, LABELS, STAGES
+from ragspan.tasks.reporting import charts, stats
+from ragspan.tasks.reporting.findings import concentration, fix_order
+from ragspan.tasks.reporting.formatting import int_or_none as _int
+from ragspan.tasks.reporting.formatting import is_missing as _missing
+from ragspan.tasks.reporting.formatting import pct as _pct
+from ragspan.tasks.reporting.formatting import pp as _pp
+from ragspan.tasks.reporting.groups import claim_groups
+
+CONTEXT_CHARS = 160
+_VERDICT_ORDER = {"supported": 0, "partial": 1, "unsupported": 2}
+
+
+# Above this many questions the drill-down shows those with the most failures only.
+MAX_DRILLDOWN_QUESTIONS = 2000
+
+
+def _e(text: object) -> str:
+    """Escaped text/attribute value; CR survives the HTML parser as a character reference."""
+    if _missing(text):
+        return ""
+    return html.escape(str(text), quote=True).replace("\r", "&#13;").replace("\x00", "\ufffd")
+
+
+# --------------------------------------------------------------------------- headline
+
+
+def _intervals(metrics: dict, diagnoses: pd.DataFrame) -> dict:
+    ci = metrics.get("rate_ci95")
+    return ci if ci else stats.rate_intervals(diagnoses)
+
+
+def _headline(metrics: dict, diagnoses: pd.DataFrame, comparison: dict | None) -> str:
+    ci = _intervals(metrics, diagnoses)
+    deltas = {r.get("label"): r for r in (comparison or {}).get("overall", []) if isinstance(r, dict)}
+    a_name = _e(((comparison or {}).get("a") or {}).get("name", "previous run"))
+    head = "<tr><th>label</th><th>claims</th><th>rate</th><th>95% CI</th>"
+    if comparison:
+        head += f"<th>Δ vs {a_name}</th><th>95% CI of Δ</th><th></th>"
+    rows = [head + "</tr>"]
+    for label, v in metrics["labels"].items():
+        c = ci.get(label) or {}
+        interval = "—" if _missing(c.get("low")) else f"{c['low']:.1%} – {c['high']:.1%}"
+        cells = (f'<td><a class="lab lab-{_e(label)} to-label" href="#claims" data-label="{_e(label)}">'
+                 f'{_e(label)}</a></td><td class="n">{v["count"]}</td><td class="n">{_pct(v["rate"])}</td>'
+                 f'<td class="n ci">{interval}</td>')
+        if comparison:
+            d = deltas.get(label) or {}
+            dci = ("—" if _missing(d.get("ci_low")) else
+                   f"{d['ci_low'] * 100:+.1f} – {d['ci_high'] * 100:+.1f} pp")
+            noise = "" if not d else ("within noise" if d.get("within_noise") else "<b>changed</b>")
+            cells += f'<td class="n">{_pp(d.get("delta"))}</td><td class="n ci">{dci}</td><td>{noise}</td>'
+        rows.append(f"<tr>{cells}</tr>")
+    boot = metrics.get("bootstrap") or stats.bootstrap_spec()
+    judge = metrics.get("judge") or {}
+    summary = (f'<p class="big"><b>{metrics["judged"]}</b> claims judged of {metrics["claims"]} · '
+               f'<b>{metrics["unjudged"]}</b> unjudged (counted, excluded from rates) · '
+               f'{metrics.get("source_conflicts", 0)} source_conflict flags</p>')
+    note = (f'<p class="note">Rates are over judged claims. 95% CI: {boot.get("method", "percentile")} '
+            f'bootstrap over {_e(boot.get("resamples"))} resamples of {_e(boot.get("unit", "question"))}s '
+            f'(seed {_e(boot.get("seed"))}); the claims of one answer move together.</p>')
+    judge_line = (f'{_e(judge.get("judge"))} · model {_e(judge.get("model"))} · prompt '
+                  f'{_e(judge.get("prompt_version"))} · {_e(judge.get("calls"))} calls, '
+                  f'{_e(judge.get("cache_hits"))} cache hits, {_e(judge.get("errors"))} errors, '
+                  f'{_e(judge.get("invalid_quotes"))} invalid quotes, '
+                  f'{_e(judge.get("prompt_tokens"))}+{_e(judge.get("completion_tokens"))} tokens')
+    return (f'<section id="summary"><h2>Headline</h2>{summary}<table class="head">{"".join(rows)}</table>'
+            f'{note}<dl class="manifest"><dt>judge</dt><dd>{judge_line}</dd>{_data_manifest(metrics)}</dl>'
+            "</section>")
+
+
+def _data_manifest(metrics: dict) -> str:
+    m = metrics.get("manifest") or {}
+    data = m.get("data") or {}
+    inputs = " · ".join(f"{_e(k)} <code>{_e(v)}</code>" for k, v in (m.get("inputs_md5") or {}).items())
+    dirty = " (uncommitted changes)" if m.get("git_dirty") else ""
+    return (f'<dt>data</dt><dd>{_e(data.get("dir"))} · DVC <code>{_e(data.get("dvc_md5") or "—")}</code>'
+            f'</dd><dt>inputs (md5)</dt><dd>{inputs or "—"}</dd>'
+            f'<dt>code</dt><dd>{_e(m.get("code_version"))} · git <code>{_e(m.get("git_rev") or "—")}</code>'
+            f'{dirty} · params <code>{_e(m.get("params_hash"))}</code></dd>')
+
+
+def _comparison(metrics: dict, comparison: dict | None) -> str:
+    if not comparison:
+        return ""
+    a, b = comparison.get("a") or {}, comparison.get("b") or {}
+    parts = [f'<section id="compare"><h2>Compared with {_e(a.get("name", "previous run"))}</h2>',
+             (f'<p>A = {_e(a.get("name"))} (run {_e(a.get("run"))}, git <code>{_e(a.get("git_rev") or "—")}'
+              f'</code>) → B = {_e(b.get("name"))} (run {_e(b.get("run"))}). Deltas are B − A, in the '
+              "headline table.</p>")]
+    if b.get("run") not in (None, metrics.get("run")):
+        parts.append(f'<p class="warn">Side B of the comparison is run {_e(b.get("run"))}, not this run '
+                     f'({_e(metrics.get("run"))}).</p>')
+    changed = (comparison.get("transitions") or {}).get("changed") or []
+    if changed:
+        items = "".join(f'<li>{_e(c.get("count"))} claims <span class="lab lab-{_e(c.get("from"))}">'
+                        f'{_e(c.get("from"))}</span> → <span class="lab lab-{_e(c.get("to"))}">'
+                        f'{_e(c.get("to"))}</span></li>' for c in changed[:10])
+        parts.append(f"<h3>Label transitions of matched claims</h3><ul>{items}</ul>")
+    if "worse" in comparison:
+        parts.append(f'<p>{len(comparison.get("worse") or [])} claims got worse.</p>')
+    parts.append("</section>")
+    return "".join(parts)
+
+
+# --------------------------------------------------------------------------- charts
+
+
+def _breakdown_table(key: str, groups: dict) -> str:
+    labels = list(LABELS)
+    head = "<tr><th>" + _e(key) + "</th><th>n</th>" + "".join(f"<th>{_e(label)}</th>" for label in labels) + "</tr>"
+    rows = []
+    for value, counts in groups.items():
+        n = sum(c["count"] for c in counts.values())
+        cells = "".join(f'<td class="n">{counts.get(label, {}).get("count", 0)}</td>' for label in labels)
+        rows.append(f'<tr><td>{_e(value)}</td><td class="n">{n}</td>{cells}</tr>')
+    return f'<details><summary>table</summary><table class="grid">{head}{"".join(rows)}</table></details>'
+
+
+def _charts(metrics: dict, diagnoses: pd.DataFrame, retrieved: pd.DataFrame | None) -> str:
+    positions = charts.evidence_positions(diagnoses, retrieved)
+    rank_rows = "".join(f'<tr><td>{_e(p.label)}</td><td class="n">{p.count}</td></tr>' for p in positions)
+    parts = ['<section id="charts"><h2>Breakdown</h2>',
+             f'<figure class="chart">{charts.to_svg(charts.taxonomy_chart(metrics), standalone=False)}</figure>',
+             (f'<figure class="chart">{charts.to_svg(charts.rank_chart(positions), standalone=False)}'
+              '<figcaption>Rank of the deciding supporting evidence minus the question\'s context cutoff '
+              "(its last in-context rank). Above the line the model had the evidence; below it the "
+              "retriever found it but ranked it out of the context (rank_failure), or only the corpus-wide "
+              "search found it (retrieval_miss).</figcaption>"
+              f'<details><summary>table</summary><table class="grid">{rank_rows}</table></details></figure>'),
+             "<h3>Where the failures concentrate</h3>"]
+    by = metrics.get("by_metadata") or {}
+    if not by:
+        parts.append("<p>No metadata columns to group by.</p>")
+    for key, groups in by.items():
+        svg = charts.to_svg(charts.metadata_chart(metrics, [key]), standalone=False)
+        parts.append(f'<figure class="chart" data-key="{_e(key)}">{svg}{_breakdown_table(key, groups)}</figure>')
+    parts.append("</section>")
+    return "".join(parts)
+
+
+# --------------------------------------------------------------------------- what to fix
+
+
+def _fixes(metrics: dict) -> str:
+    share = metrics.get("failure_share") or {}
+    rows = [("<tr><th></th><th>stage</th><th>label</th><th>claims</th><th>share of failures</th>"
+             "<th>concentrated in</th><th>what it means</th></tr>")]
+    for i, label in enumerate(fix_order(metrics), 1):
+        c = concentration(metrics, label)
+        where = "spread across groups" if c is None else (
+            f'<b>{_e(c["key"])} = {_e(c["value"])}</b>: {c["count"]} of {c["of"]} ({c["share"]:.0%}) '
+            f'vs {c["base"]:.0%} of all claims')
+        rows.append(f'<tr><td class="n">{i}</td><td>{_e(STAGES[label])}</td><td><span class="lab lab-{label}">'
+                    f'{label}</span></td><td class="n">{metrics["labels"][label]["count"]}</td>'
+                    f'<td class="n">{_pct(share.get(label))}</td><td>{where}</td><td>{_e(FIX_FOR[label])}</td></tr>')
+    conflicts = metrics.get("source_conflicts", 0)
+    extra = (f'<p><b>Corpus content</b>: {conflicts} correct claims repeat a passage that the reference '
+             "answer contradicts (<code>source_conflict</code>): update or retire the outdated documents.</p>"
+             if conflicts else "")
+    return (f'<section id="fix"><h2>What to fix first</h2><table class="grid">{"".join(rows)}</table>{extra}'
+            "</section>")
+
+
+# --------------------------------------------------------------------------- drill-down
+
+
+def _answer_html(answer: str, claims: list[dict], ids: dict[str, str]) -> str:
+    """The answer with each located claim's span as a link to the claim, coloured by label.
+    Overlapping spans are split at every boundary; a piece takes its first claim's label."""
+    located = []
+    for d in claims:
+        s, e = _int(d.get("answer_start")), _int(d.get("answer_end"))
+        if s is not None and e is not None and 0 <= s < e <= len(answer):
+            located.append((s, e, d))
+    cuts = sorted({0, len(answer), *(x for s, e, _ in located for x in (s, e))})
+    out = []
+    for lo, hi in itertools.pairwise(cuts):
+        covering = [d for s, e, d in located if s <= lo and hi <= e]
+        piece = _e(answer[lo:hi])
+        if not covering:
+            out.append(piece)
+            continue
+        d = covering[0]
+        more = " ".join(ids[c["claim_id"]] for c in covering)
+        out.append(f'<a class="as l-{_e(d["label"])}" href="#{ids[d["claim_id"]]}" data-claims="{more}" '
+                   f'title="{_e(d["label"])}">{piece}</a>')
+    return "".join(out)
+
+
+def _evidence_html(ev: dict, texts: dict[str, str], cutoff: int | None, decides: bool) -> str:
+    doc_id, s, e = ev["doc_id"], int(ev["char_start"]), int(ev["char_end"])
+    doc = texts.get(doc_id, "")
+    lo, hi = max(0, s - CONTEXT_CHARS), min(len(doc), e + CONTEXT_CHARS)
+    rank = _int(ev.get("rank"))
+    if rank is None:
+        where = "not retrieved (corpus search)"
+    elif ev.get("in_context") is True or ev.get("in_context") == 1:
+        where = f"rank {rank} · in context"
+    else:
+        where = f"rank {rank} · retrieved, below the cutoff"
+    if cutoff is not None and rank is not None:
+        where += f" (cutoff {cutoff})"
+    verdict = "" if _missing(ev.get("verdict")) else f' · {_e(ev["verdict"])}'
+    if not _missing(ev.get("confidence")):
+        verdict += f' {float(ev["confidence"]):.2f}'
+    match = "" if _missing(ev.get("match")) else f' · {_e(ev["match"])} match'
+    tag = '<b class="decides-tag">deciding evidence</b> · ' if decides else ""
+    mark = (f'<mark class="ev{" decides" if decides else ""}" data-doc="{_e(doc_id)}" data-start="{s}" '
+            f'data-end="{e}" data-claim="{_e(ev["claim_id"])}"{" data-decides" if decides else ""}>'
+            f"{_e(doc[s:e])}</mark>")
+    return (f'<div class="ev{" decides" if decides else ""}"><p class="src">{tag}<b>{_e(doc_id)}</b> · chunk '
+            f'{_e(ev.get("chunk_id"))} · {where}{verdict}{match} · chars [{s}, {e})</p>'
+            f'<pre class="doc">{"…" if lo else ""}{_e(doc[lo:s])}{mark}{_e(doc[e:hi])}'
+            f'{"…" if hi < len(doc) else ""}</pre></div>')
+
+
+def _same_span(a: dict, b: dict) -> bool:
+    return (a["doc_id"] == b["doc_id"] and _int(a["char_start"]) == _int(b["char_start"])
+            and _int(a["char_end"]) == _int(b["char_end"]))
+
+
+def _claim_evidence(d: dict, spans: list[dict], texts: dict[str, str], cutoff: int | None) -> str:
+    deciding = d if isinstance(d.get("doc_id"), str) and not _missing(d.get("char_start")) else None
+    ordered = sorted(spans, key=lambda s: (_VERDICT_ORDER.get(s.get("verdict"), 3), -(s.get("confidence") or 0),
+                                           _int(s.get("rank")) or 10**9, s["doc_id"], int(s["char_start"])))
+    found = None
+    if deciding is not None:
+        found = next((s for s in ordered if _same_span(s, deciding)), None)
+    parts = []
+    if deciding is not None:
+        ev = found or {**deciding, "verdict": None, "claim_id": d["claim_id"]}
+        parts.append(_evidence_html(ev, texts, cutoff, decides=True))
+    others = [s for s in ordered if s is not found]
+    if others:
+        inner = "".join(_evidence_html(s, texts, cutoff, decides=False) for s in others)
+        parts.append(f'<div class="more"><p class="k">other evidence the judge quoted ({len(others)})</p>{inner}</div>')
+    if not parts:
+        parts.append('<p class="none">no evidence span: nothing in the context, the retrieved chunks or '
+                     "the corpus supports this claim</p>")
+    return "".join(parts)
+
+
+def _claims_section(metrics: dict, diagnoses: pd.DataFrame, answers: pd.DataFrame, corpus: pd.DataFrame,
+                    spans: pd.DataFrame | None, questions: pd.DataFrame | None,
+                    retrieved: pd.DataFrame | None) -> str:
+    texts = dict(zip(corpus["doc_id"].tolist(), corpus["text"].tolist()))
+    answer_of = dict(zip(answers["question_id"].tolist(), answers["answer"].tolist()))
+    q_rows = {} if questions is None else {r["question_id"]: r for r in records(questions)}
+    cutoffs: dict[str, int] = {}
+    if retrieved is not None and len(retrieved):
+        ctx = retrieved[retrieved["in_context"].astype(bool)]
+        cutoffs = {q: int(r) for q, r in ctx.groupby("question_id")["rank"].max().items()}
+    spans_of: dict[str, list[dict]] = {}
+    if spans is not None:
+        for s in records(spans):
+            spans_of.setdefault(s["claim_id"], []).append(s)
+    keys = list(metrics.get("by_metadata") or {})
+    meta = _claim_meta(diagnoses, corpus, questions, retrieved, keys)
+    ids = {cid: f"c-{i}" for i, cid in enumerate(diagnoses["claim_id"])}
+    by_question: dict[str, list[dict]] = {}
+    for rec in records(diagnoses):  # one conversion, grouped in Python: 10k groups are slow in pandas
+        by_question.setdefault(rec["question_id"], []).append(rec)
+    shown = sorted(by_question)
+    note = ""
+    if len(shown) > MAX_DRILLDOWN_QUESTIONS:
+        # A page with every claim of a 10k-question run weighs ~100 MB: show the questions
+        # with the most failures; diagnoses.parquet has them all.
+        failures = {q: sum(r["label"] not in ("correct", "unjudged") for r in rs) for q, rs in by_question.items()}
+        shown = sorted(sorted(shown, key=lambda q: -failures[q])[:MAX_DRILLDOWN_QUESTIONS])
+        note = (f'<p class="note">Showing the {MAX_DRILLDOWN_QUESTIONS:,} of {len(by_question):,} questions with '
+                f'the most failures; every claim is in <code>diagnoses.parquet</code>.</p>')
+    cards = []
+    for qi, qid in enumerate(shown):
+        recs = by_question[qid]
+        if "claim_index" in diagnoses.columns:
+            recs.sort(key=lambda r: r["claim_index"])
+        q = q_rows.get(qid, {})
+        qmeta = " · ".join(f"{_e(k.split('.', 1)[1])}: {_e(q.get(k.split('.', 1)[1]))}" for k in keys
+                           if k.startswith("question.") and k.split(".", 1)[1] in q)
+        items = []
+        for d in recs:
+            attrs = "".join(f' data-m{j}="{_e(meta[j][d["claim_id"]])}"' for j in range(len(keys)))
+            flag = ' <span class="flag">source_conflict</span>' if d.get("source_conflict") else ""
+            ev = _claim_evidence(d, spans_of.get(d["claim_id"], []), texts, cutoffs.get(qid))
+            items.append(f'<li class="claim" id="{ids[d["claim_id"]]}" data-label="{_e(d["label"])}"{attrs}>'
+                         f'<p class="ctext"><span class="lab lab-{_e(d["label"])}">{_e(d["label"])}</span>{flag} '
+                         f'{_e(d["claim"])}</p><p class="why">{_e(d.get("reason"))}</p>{ev}</li>')
+        ref = q.get("reference_answer")
+        ref_html = "" if _missing(ref) or not str(ref).strip() else (
+            f'<details class="ref"><summary>reference answer</summary><p>{_e(ref)}</p></details>')
+        cards.append(f'<article class="q" id="q-{qi}"><header><h3><span class="qid">{_e(qid)}</span> '
+                     f'{_e(q.get("question", ""))}</h3>{f"<p class=meta>{qmeta}</p>" if qmeta else ""}</header>'
+                     f'<div class="answer"><p class="k">answer</p><p>'
+                     f'{_answer_html(str(answer_of.get(qid, "")), recs, ids)}</p></div>{ref_html}'
+                     f'<ol class="claims">{"".join(items)}</ol></article>')
+    return (f'<section id="claims"><h2>Claims and their evidence</h2>{_filters(metrics, keys)}{note}'
+            f'<p class="note">Each claim\'s answer span is coloured by its label; every evidence span the judge '
+            f'quoted is highlighted inside its document, the deciding one outlined.</p>{"".join(cards)}</section>')
+
+
+def _claim_meta(diagnoses: pd.DataFrame, corpus: pd.DataFrame, questions: pd.DataFrame | None,
+                retrieved: pd.DataFrame | None, keys: list[str]) -> list[dict[str, str]]:
+    """Per metadata key, claim_id → its group value, attributed as metrics["by_metadata"] is."""
+    groups = claim_groups(diagnoses, corpus, questions, retrieved)
+    return [dict(zip(groups["claim_id"], groups[key] if key in groups.columns else ["(none)"] * len(groups)))
+            for key in keys]
+
+
+def _filters(metrics: dict, keys: list[str]) -> str:
+    labels = "".join(f'<option value="{_e(label)}">{_e(label)} ({v["count"]})</option>'
+                     for label, v in metrics["labels"].items())
+    selects = []
+    for j, key in enumerate(keys):
+        opts = "".join(f'<option value="{_e(v)}">{_e(v)}</option>' for v in metrics["by_metadata"][key])
+        selects.append(f'<label>{_e(key)} <select data-key="m{j}"><option value="">all</option>{opts}'
+                       "</select></label>")
+    return (f'<form id="filters" class="filters" hidden><label>label <select id="f-label" name="label">'
+            f'<option value="">all</option>{labels}</select></label>{"".join(selects)}'
+            '<label>text <input id="f-text" type="search" placeholder="search claims, answers, documents">'
+            '</label><button type="reset">reset</button> <output id="f-count"></output></form>')
+
+
+# --------------------------------------------------------------------------- page
+
+_SCRIPT = r"""
+(function () {
+  "use strict";
+  var form = document.getElementById("filters");
+  if (!form) return;
+  form.hidden = false;
+  document.body.classList.add("js");
+  var label = document.getElementById("f-label");
+  var text = document.getElementById("f-text");
+  var count = document.getElementById("f-count");
+  var metas = Array.prototype.slice.call(form.querySelectorAll("select[data-key]"));
+  var claims = Array.prototype.slice.call(document.querySelectorAll("li.claim"));
+  var cards = Array.prototype.slice.call(document.querySelectorAll("article.q"));
+  var hay = new Map();
+  claims.forEach(function (li) {
+    var card = li.closest("article.q");
+    var head = card.querySelector("header").textContent + " " + card.querySelector(".answer").textContent;
+    hay.set(li, (li.textContent + " " + head).toLowerCase());
+  });
+  function apply() {
+    var want = label.value, q = text.value.trim().toLowerCase(), shown = 0;
+    claims.forEach(function (li) {
+      var ok = (!want || li.getAttribute("data-label") === want) &&
+        metas.every(function (s) { return !s.value || li.getAttribute("data-" + s.getAttribute("data-key")) === s.value; }) &&
+        (!q || hay.get(li).indexOf(q) >= 0);
+      li.hidden = !ok;
+      if (ok) shown += 1;
+    });
+    cards.forEach(function (card) { card.hidden = !card.querySelector("li.claim:not([hidden])"); });
+    count.textContent = shown + " of " + claims.length + " claims shown";
+  }
+  form.addEventListener("input", apply);
+  form.addEventListener("change", apply);
+  form.addEventListener("reset", function () { setTimeout(apply, 0); });
+  form.addEventListener("submit", function (e) { e.preventDefault(); });
+  Array.prototype.forEach.call(document.querySelectorAll("a.to-label"), function (a) {
+    a.addEventListener("click", function () { label.value = a.getAttribute("data-label"); apply(); });
+  });
+  apply();
+})();
+"""
+
+_CSS = """
+body{font:15px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;max-width:1100px;margin:1.5em auto;
+padding:0 1em;color:#222}
+h1{margin-bottom:0}h2{border-bottom:1px solid #ddd;padding-bottom:4px;margin-top:1.6em}
+nav a{margin-right:1em}table{border-collapse:collapse}td,th{padding:2px 8px;text-align:left;vertical-align:top}
+td.n{text-align:right;font-variant-numeric:tabular-nums}table.grid td,table.grid th{border-bottom:1px solid #eee}
+table.head td{border-bottom:1px solid #eee}.ci{color:#555}.big{font-size:17px}.note,.sub{color:#555;font-size:13px}
+.warn{background:#fff3cd;padding:4px 8px}dl.manifest{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;
+font-size:13px}dl.manifest dt{color:#555}dl.manifest dd{margin:0}code{font-size:12px;background:#f3f3f3;padding:0 3px}
+.lab{color:#fff;border-radius:3px;padding:0 6px;font-size:12px;text-decoration:none;white-space:nowrap}
+.flag{background:#000;color:#fff;border-radius:3px;padding:0 6px;font-size:12px}
+figure.chart{margin:1em 0}figure.chart svg{max-width:100%;height:auto}figcaption{color:#555;font-size:13px}
+article.q{border:1px solid #ddd;border-radius:6px;padding:4px 14px;margin:14px 0}
+article.q h3{margin:6px 0}.qid{font-family:monospace;color:#555;margin-right:6px}.meta{color:#555;font-size:13px;margin:0}
+.answer p{margin:2px 0}.k{color:#777;font-size:12px;text-transform:uppercase;letter-spacing:.04em;margin:6px 0 0}
+a.as{color:inherit;text-decoration:none;border-bottom:2px solid;padding:1px 0}
+ol.claims{padding-left:1.4em}li.claim{margin:10px 0}.ctext{margin:0}.why{color:#555;font-size:13px;margin:2px 0}
+.src{color:#555;font-size:13px;margin:4px 0 0}.decides-tag{color:#000}
+pre.doc{white-space:pre-wrap;word-break:break-word;background:#f6f6f6;padding:6px 8px;border-left:3px solid #bbb;
+margin:2px 0 6px;font:13px/1.45 ui-monospace,SFMono-Regular,Menlo,monospace}
+div.ev.decides pre.doc{border-left-color:#333}mark.ev{background:#ffe082;padding:0 1px}
+mark.ev.decides{background:#ffd54f;outline:2px solid #333}.more{margin-left:1em}.none{color:#777;font-style:italic}
+form.filters{position:sticky;top:0;background:#fff;padding:8px 0;border-bottom:1px solid #ddd;display:flex;
+flex-wrap:wrap;gap:6px 14px;align-items:center;z-index:1}[hidden]{display:none!important}
+"""
+
+
+def _label_css() -> str:
+    return "".join(f".lab-{label}{{background:{c}}}a.as.l-{label}{{border-color:{c};background:{c}22}}"
+                   for label, c in LABEL_COLORS.items())
+
+
+def render_report(metrics: dict, diagnoses: pd.DataFrame, answers: pd.DataFrame, corpus: pd.DataFrame, *,
+                  spans: pd.DataFrame | None = None, questions: pd.DataFrame | None = None,
+                  retrieved: pd.DataFrame | None = None, comparison: dict | None = None) -> str:
+    """The whole page. `spans` (spans.parquet), `questions` and `retrieved` are optional:
+    without them the drill-down shows only deciding spans, no question text, no cutoff."""
+    script_hash = base64.b64encode(hashlib.sha256(_SCRIPT.encode("utf-8")).digest()).decode("ascii")
+    csp = (f"default-src 'none'; script-src 'sha256-{script_hash}'; style-src 'unsafe-inline'; "
+           "img-src data:; base-uri 'none'; form-action 'none'")
+    run = _e(metrics["run"])
+    manifest = _e(json.dumps(metrics.get("manifest") or {}, indent=1, sort_keys=True, ensure_ascii=False))
+    body = "".join([
+        _headline(metrics, diagnoses, comparison),
+        _comparison(metrics, comparison),
+        _charts(metrics, diagnoses, retrieved),
+        _fixes(metrics),
+        _claims_section(metrics, diagnoses, answers, corpus, spans, questions, retrieved),
+        (f'<section id="manifest"><h2>Manifest</h2><details><summary>everything that produced these results'
+         f"</summary><pre>{manifest}</pre></details></section>"),
+    ])
+    nav = "".join(f'<a href="#{a}">{t}</a>' for a, t in (("summary", "Headline"), ("charts", "Breakdown"),
+                                                          ("fix", "What to fix"), ("claims", "Claims"),
+                                                          ("manifest", "Manifest")))
+    return (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+            f'<meta http-equiv="Content-Security-Policy" content="{csp}">'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>ragspan report — {run}</title><style>{_CSS}{_label_css()}</style></head>\n"
+            f'<body><header><h1>ragspan — {run}</h1><p class="sub">why the answers of run {run} go wrong, '
+            f"claim by claim</p><nav>{nav}</nav></header>\n{body}\n<script>{_SCRIPT}</script>\n</body></html>\n")

@@ -1,0 +1,233 @@
+"""report: diagnoses → metrics.json, taxonomy.csv and a self-contained report.html.
+
+Rates are over *judged* claims (`unjudged` is counted and listed, never averaged in).
+Metadata breakdowns use the document the deciding evidence came from; a claim with no
+evidence (hallucination, unjudged) is attributed to its question's top-ranked
+retrieved document — the document the RAG system leaned on.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+from ragspan.tasks.core.taxonomy import FAILURE_LABELS, LABELS, STAGES
+from ragspan.tasks.reporting.findings import concentration, fix_order
+from ragspan.tasks.reporting.groups import claim_groups
+
+
+def label_counts(diagnoses: pd.DataFrame) -> dict[str, dict[str, float | int | None]]:
+    counts = diagnoses["label"].value_counts().to_dict()
+    judged = sum(v for k, v in counts.items() if k != "unjudged")
+    out: dict[str, dict[str, float | int | None]] = {}
+    for label in LABELS:
+        n = int(counts.get(label, 0))
+        rate = None if label == "unjudged" or judged == 0 else round(n / judged, 4)
+        out[label] = {"count": n, "rate": rate}
+    return out
+
+
+def breakdowns(diagnoses: pd.DataFrame, corpus: pd.DataFrame, questions: pd.DataFrame, retrieved: pd.DataFrame) -> dict:
+    """Label counts per metadata key and group (reporting/groups.py decides the groups)."""
+    groups = claim_groups(diagnoses, corpus, questions, retrieved)
+    out: dict[str, dict] = {}
+    for key in groups.columns[1:]:
+        values = groups[key].to_numpy()
+        out[key] = {str(v): label_counts(diagnoses[values == v]) for v in sorted(set(values))}
+    return {k: v for k, v in out.items() if v}
+
+
+def metrics_for(run: str, diagnoses: pd.DataFrame, corpus: pd.DataFrame, questions: pd.DataFrame,
+                retrieved: pd.DataFrame, judge_stats: dict, manifest: dict) -> dict:
+    labels = label_counts(diagnoses)
+    failures = sum(labels[l]["count"] for l in FAILURE_LABELS)
+    return {
+        "run": run,
+        "claims": len(diagnoses),
+        "judged": int(len(diagnoses) - labels["unjudged"]["count"]),
+        "unjudged": labels["unjudged"]["count"],
+        "labels": labels,
+        "failure_share": {l: (round(labels[l]["count"] / failures, 4) if failures else None) for l in FAILURE_LABELS},
+        "source_conflicts": int(diagnoses["source_conflict"].sum()),
+        "by_metadata": breakdowns(diagnoses, corpus, questions, retrieved),
+        "judge": judge_stats,
+        "manifest": manifest,
+    }
+
+
+def taxonomy_rows(run: str, metrics: dict) -> pd.DataFrame:
+    return pd.DataFrame([
+        {"run": run, "label": label, "count": v["count"], "rate": v["rate"]}
+        for label, v in metrics["labels"].items()
+    ])
+
+
+def taxonomy_text(metrics: dict) -> str:
+    """The table printed at the end of `ragspan evaluate`."""
+    lines = [f"{'label':<16} {'count':>6} {'rate':>7}", "-" * 31]
+    for label, v in metrics["labels"].items():
+        rate = "—" if v["rate"] is None else f"{v['rate']:.1%}"
+        lines.append(f"{label:<16} {v['count']:>6} {rate:>7}")
+    lines.append("-" * 31)
+    lines.append(f"{'claims':<16} {metrics['claims']:>6}   (source_conflict flags: {metrics['source_conflicts']})")
+    return "\n".join(lines)
+
+
+def render_html(metrics: dict, diagnoses: pd.DataFrame, answers: pd.DataFrame, corpus: pd.DataFrame, *,
+                spans: pd.DataFrame | None = None, questions: pd.DataFrame | None = None,
+                retrieved: pd.DataFrame | None = None, comparison: dict | None = None) -> str:
+    """report.html (see tasks/reporting/html.py): every piece of text escaped, no network."""
+    from ragspan.tasks.reporting.html import render_report
+
+    return render_report(metrics, diagnoses, answers, corpus, spans=spans, questions=questions,
+                         retrieved=retrieved, comparison=comparison)
+
+
+# Chart images written next to report.html, for README files and PR comments.
+CHART_FILES = ("taxonomy", "ranks", "by_metadata")
+
+
+def chart_images(metrics: dict, diagnoses: pd.DataFrame, retrieved: pd.DataFrame | None) -> dict[str, bytes]:
+    """{file name: content}: `<chart>.svg` and `<chart>.png` for each of CHART_FILES."""
+    from ragspan.tasks.reporting import charts
+
+    built = {
+        "taxonomy": charts.taxonomy_chart(metrics),
+        "ranks": charts.rank_chart(charts.evidence_positions(diagnoses, retrieved), metrics["run"]),
+        "by_metadata": charts.metadata_chart(metrics),
+    }
+    out: dict[str, bytes] = {}
+    for name, chart in built.items():
+        out[f"{name}.svg"] = charts.to_svg(chart).encode("utf-8")
+        out[f"{name}.png"] = charts.to_png(chart)
+    return out
+
+
+def _md(text: object) -> str:
+    """Text safe inside Markdown (GitHub comments): no markup, no HTML, no table breaks."""
+    return re.sub(r"([\\`*_\[\]<>|#!~])", r"\\\1", " ".join(str(text).split()))
+
+
+def _code(text: object) -> str:
+    return " ".join(str(text).replace("`", "'").split())
+
+
+def summary_markdown(metrics: dict, comparison: dict | None = None, images: tuple[str, ...] = ()) -> str:
+    """summary.md: the headline, what to fix first and the chart images, for a PR comment."""
+    ci = metrics.get("rate_ci95") or {}
+    judge = metrics.get("judge") or {}
+    m = metrics.get("manifest") or {}
+    deltas = {r.get("label"): r for r in (comparison or {}).get("overall", []) if isinstance(r, dict)}
+    lines = [f"## ragspan: {_md(metrics['run'])}", "",
+             (f"{metrics['claims']} claims, {metrics['judged']} judged, **{metrics['unjudged']} unjudged** "
+              f"(excluded from rates) · {metrics.get('source_conflicts', 0)} source_conflict flags  "),
+             f"judge {_md(judge.get('judge', '?'))} ({_md(judge.get('model', '?'))}, prompt "
+             f"{_md(judge.get('prompt_version', '?'))}) · data `{_code((m.get('data') or {}).get('dvc_md5') or '-')}` "
+             f"· code {_md(m.get('code_version', '?'))} · git `{_code(str(m.get('git_rev') or '-')[:12])}`"
+             + (" (dirty)" if m.get("git_dirty") else ""), ""]
+    head = "| label | claims | rate | 95% CI |"
+    rule = "|---|---:|---:|---:|"
+    if comparison:
+        head += f" Δ vs {_md((comparison.get('a') or {}).get('name', 'previous'))} | |"
+        rule += "---:|---|"
+    lines += [head, rule]
+    for label, v in metrics["labels"].items():
+        c = ci.get(label) or {}
+        interval = "—" if c.get("low") is None else f"{c['low']:.1%} – {c['high']:.1%}"
+        rate = "—" if v["rate"] is None else f"{v['rate']:.1%}"
+        row = f"| {label} | {v['count']} | {rate} | {interval} |"
+        if comparison:
+            d = deltas.get(label) or {}
+            delta = "—" if d.get("delta") is None else f"{d['delta'] * 100:+.1f} pp"
+            row += f" {delta} | {'' if not d else ('within noise' if d.get('within_noise') else '**changed**')} |"
+        lines.append(row)
+    lines += ["", "### What to fix first", ""]
+    share = metrics.get("failure_share") or {}
+    for i, label in enumerate(fix_order(metrics), 1):
+        s = share.get(label)
+        where = concentration(metrics, label)
+        conc = "" if where is None else (
+            f"; concentrated in {_md(where['key'])} = {_md(where['value'])} ({where['count']} of {where['of']}, "
+            f"{where['share']:.0%} vs {where['base']:.0%} of all claims)")
+        lines.append(f"{i}. **{label}** — {STAGES[label]}: {metrics['labels'][label]['count']} claims"
+                     f"{'' if s is None else f', {s:.0%} of failures'}{conc}")
+    if images:
+        lines += [""] + [f"![{name}]({name})" for name in images]
+    boot = metrics.get("bootstrap") or {}
+    lines += ["", (f"<sub>95% CI: percentile bootstrap over {boot.get('resamples', '?')} resamples of "
+                   f"questions (seed {boot.get('seed', '?')}). Every claim with its evidence: report.html</sub>"), ""]
+    return "\n".join(lines)
+
+
+def broken_spans(spans: pd.DataFrame, corpus: pd.DataFrame) -> list[str]:
+    """Claim ids of spans breaking `doc[start:end] == text` (must be empty to write)."""
+    texts = dict(zip(corpus["doc_id"].tolist(), corpus["text"].tolist()))
+    columns = (spans[c].tolist() for c in ("claim_id", "doc_id", "char_start", "char_end", "span_text"))
+    return [c for c, d, s, e, t in zip(*columns) if texts[d][s:e] != t]
+
+
+def with_byte_offsets(table: pd.DataFrame, texts: dict[str, str]) -> pd.DataFrame:
+    """`table` plus byte_start/byte_end: the span's UTF-8 byte offsets (null where none)."""
+    from ragspan.tasks.core.byte_offsets import utf8_spans
+
+    bs, be = utf8_spans(texts, table["doc_id"].tolist(), table["char_start"].tolist(), table["char_end"].tolist())
+    return table.assign(byte_start=pd.array(bs, dtype="Int64"), byte_end=pd.array(be, dtype="Int64"))
+
+
+def write_results(out_dir: Path, run: str, claims: pd.DataFrame, spans: pd.DataFrame,
+                  diagnoses: pd.DataFrame, answers: pd.DataFrame, retrieved: pd.DataFrame,
+                  corpus: pd.DataFrame, questions: pd.DataFrame, judge_stats: dict, manifest: dict,
+                  comparison: dict | None = None) -> dict:
+    """Compute metrics and write every output of DESIGN §4 atomically, plus the chart images
+    (CHART_FILES as .svg and .png) and summary.md; returns metrics. `comparison` (the JSON
+    of `ragspan compare --format json`, this run as side B) adds deltas to the report."""
+    from ragspan.tasks.io.outputs import write_atomic_dir
+    from ragspan.tasks.reporting.stats import bootstrap_spec, rate_intervals
+
+    bad = broken_spans(spans, corpus) + broken_spans(diagnoses.dropna(subset=["char_start"]), corpus)
+    if bad:  # a bug upstream, never data: refuse to write rather than write a lie
+        raise AssertionError(f"span invariant broken for claims {bad[:5]}")
+    metrics = metrics_for(run, diagnoses, corpus, questions, retrieved, judge_stats, manifest)
+    metrics["rate_ci95"] = rate_intervals(diagnoses)
+    metrics["bootstrap"] = bootstrap_spec()
+    images = chart_images(metrics, diagnoses, retrieved)
+    page = render_html(metrics, diagnoses, answers, corpus, spans=spans, questions=questions,
+                       retrieved=retrieved, comparison=comparison)
+    summary = summary_markdown(metrics, comparison, tuple(n for n in images if n.endswith(".png")))
+    texts = dict(zip(corpus["doc_id"].tolist(), corpus["text"].tolist()))
+    write_atomic_dir(out_dir, {
+        "claims.parquet": lambda p: claims.to_parquet(p, index=False),
+        "spans.parquet": lambda p: with_byte_offsets(spans, texts).to_parquet(p, index=False),
+        "diagnoses.parquet": lambda p: with_byte_offsets(diagnoses, texts).to_parquet(p, index=False),
+        "metrics.json": lambda p: p.write_text(json.dumps(metrics, indent=2, sort_keys=False) + "\n", encoding="utf-8"),
+        "taxonomy.csv": lambda p: taxonomy_rows(run, metrics).to_csv(p, index=False),
+        "report.html": lambda p: p.write_text(page, encoding="utf-8"),
+        "summary.md": lambda p: p.write_text(summary, encoding="utf-8"),
+        **{name: (lambda p, data=data: p.write_bytes(data)) for name, data in images.items()},
+    })
+    return metrics
+
+
+# Not cached: its outputs are DVC outs, which DVC deletes before a stage runs.
+@task(name="report", cache_policy=NO_CACHE)
+def report(out_dir: Path, ws, settings, spec, run, compare_to: str | None = None, answers_reused: int = 0) -> dict:
+    """Write results/<run>/ (see write_results) from the run's tables (a
+    tasks.shards.ShardResult: stored answers + shards, in answer order).
+    `compare_to`: a `ragspan compare --format json` file whose deltas the report shows;
+    `answers_reused`: answers served from the answer store (tasks/io/answer_store.py)."""
+    from ragspan.tasks.io.manifest import manifest_for
+    from ragspan.tasks.judges.openai_judge import estimated_cost
+
+    claims, spans, diagnoses, judge_stats, states = run.claims, run.spans, run.diagnoses, run.stats, run.states
+    manifest = manifest_for(ws.run, ws.data_dir, ws.input_files, settings, spec,
+                            question_ids=ws.questions["question_id"].tolist())
+    stats = {**judge_stats.model_dump(), "estimated_cost": estimated_cost(judge_stats, settings.judge),
+             "judge": spec.kind, "model": spec.model, "prompt_version": spec.prompt_version,
+             "task_states": states, "answers_reused": answers_reused}
+    comparison = json.loads(Path(compare_to).read_text(encoding="utf-8")) if compare_to else None
+    return write_results(out_dir, ws.run, claims, spans, diagnoses, ws.answers, ws.retrieved,
+                         ws.corpus, ws.questions, stats, manifest, comparison=comparison)

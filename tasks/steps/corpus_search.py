@@ -1,0 +1,183 @@
+"""corpus_search: claims that nothing retrieved supports → candidate chunks corpus-wide.
+
+A BM25 index (tantivy, on disk and memory-mapped: ragspan's own terms through tantivy's
+whitespace tokenizer, so the index sees exactly the judge's content-word norms) over
+every chunk, built once per corpus snapshot — its directory is named by the content
+hash of the chunk table — and reused by every run and process. The judge is called
+only on the top_k hits per claim, never once per corpus chunk.
+
+tantivy replaced bm25s (docs/benchmarks-accuracy.md §2: same recall on the same terms;
+at 100k chunks 8x faster to build and ~17x faster to query, half the memory). Its
+search releases the GIL, so shards searching side by side use both cores.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import tantivy
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+from pyarrow import feather
+from ragspan.tasks.core import schemas
+from ragspan.tasks.core.text import content_norms
+from ragspan.tasks.steps.cache_policy import step_task
+
+INDEX_FORMAT = "tantivy-2"  # bump when the tokenisation or the files change
+CHUNKS_FILE = "chunks.arrow"  # the indexed chunks, row = tantivy's `row` field
+_WRITER_HEAP = 256_000_000  # one writer thread: one segment up to ~1M chunks, stable doc order
+
+
+def index_terms(text: str) -> list[str]:
+    """The terms BM25 sees: the judge's own content-word norms (stems, numbers)."""
+    return content_norms(text)
+
+
+def chunk_table_hash(chunks: pd.DataFrame, corpus: pd.DataFrame) -> str:
+    """Content hash of the chunk table with its texts: the index's identity."""
+    h = hashlib.sha256(INDEX_FORMAT.encode())
+    texts = dict(zip(corpus["doc_id"], corpus["text"]))
+    for cid, did, s, e in zip(chunks["chunk_id"], chunks["doc_id"], chunks["char_start"], chunks["char_end"]):
+        h.update(f"{cid}\x00{did}\x00{s}\x00{e}\x00".encode())
+        h.update(texts[did][s:e].encode("utf-8", "surrogatepass"))
+    return h.hexdigest()[:24]
+
+
+def build_index_dir(chunks: pd.DataFrame, corpus: pd.DataFrame, root: Path) -> Path:
+    """Build (or reuse) the index for this chunk table under `root/<hash>`; atomic."""
+    target = root / chunk_table_hash(chunks, corpus)
+    if (target / CHUNKS_FILE).exists():
+        return target
+    root.mkdir(parents=True, exist_ok=True)
+    texts = dict(zip(corpus["doc_id"], corpus["text"]))
+    meta = chunks[["chunk_id", "doc_id", "char_start", "char_end"]].copy()
+    meta["text"] = [texts[d][s:e] for d, s, e in zip(meta["doc_id"], meta["char_start"], meta["char_end"])]
+    tmp = Path(tempfile.mkdtemp(prefix=".building-", dir=root))
+    try:
+        (tmp / "tantivy").mkdir()
+        index = tantivy.Index(_schema(), path=str(tmp / "tantivy"))
+        writer = index.writer(_WRITER_HEAP, 1)
+        for i, text in enumerate(meta["text"]):
+            writer.add_document(tantivy.Document(row=i, body=" ".join(index_terms(text))))
+        writer.commit()
+        writer.wait_merging_threads()
+        # Arrow IPC, uncompressed: memory-mapped by every search process, which reads only
+        # the rows of its hits (not 100k chunk texts into Python strings per process).
+        feather.write_feather(meta.reset_index(drop=True), tmp / CHUNKS_FILE, compression="uncompressed")
+        # written last: marks completion
+        (tmp / "info.json").write_text(json.dumps({"format": INDEX_FORMAT, "chunks": len(meta)}))
+        try:
+            os.replace(tmp, target)
+        except OSError:  # another process won the race: its index is identical
+            shutil.rmtree(tmp, ignore_errors=True)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def _schema() -> tantivy.Schema:
+    sb = tantivy.SchemaBuilder()
+    sb.add_integer_field("row", stored=False, fast=True)  # the chunk's row in CHUNKS_FILE
+    sb.add_text_field("body", tokenizer_name="whitespace", index_option="freq")
+    return sb.build()
+
+
+@lru_cache(maxsize=4)
+def _load(index_dir: str) -> tuple[tantivy.Searcher, tantivy.Schema, pa.Table]:
+    index = tantivy.Index.open(str(Path(index_dir) / "tantivy"))
+    index.reload()
+    # Zero-copy: the table's buffers are the mapped file's pages, read on demand; the map
+    # stays open as long as the table (cached here) lives.
+    meta = pa.ipc.open_file(pa.memory_map(str(Path(index_dir) / CHUNKS_FILE))).read_all()
+    return index.searcher(), index.schema, meta
+
+
+def chunk_rows(index_dir: str, rows: list[int]) -> dict[int, tuple[str, str, int, str]]:
+    """row → (chunk_id, doc_id, char_start, text) for just these rows of the index."""
+    if not rows:
+        return {}
+    meta = _load(index_dir)[2].take(pa.array(rows, type=pa.int64()))
+    cols = [meta.column(c).to_pylist() for c in ("chunk_id", "doc_id", "char_start", "text")]
+    return dict(zip(rows, zip(*cols)))
+
+
+def search_rows(index_dir: str, terms: list[str], k: int) -> list[tuple[int, float]]:
+    """(row in CHUNKS_FILE, BM25 score) of the top-k chunks for an OR-query of `terms`,
+    best first (ties: index order)."""
+    searcher, schema, _ = _load(index_dir)
+    unique = sorted(set(terms))
+    if not unique or k <= 0:
+        return []
+    query = tantivy.Query.boolean_query(
+        [(tantivy.Occur.Should, tantivy.Query.term_query(schema, "body", t)) for t in unique])
+    hits = searcher.search(query, k, count=False).hits
+    if not hits:
+        return []
+    rows = searcher.fast_field_values("row", [a for _, a in hits])
+    return [(int(r), float(s)) for (s, _), r in zip(hits, rows)]
+
+
+def claims_needing_search(claims: pd.DataFrame, judgements: pd.DataFrame, support_threshold: float) -> pd.DataFrame:
+    """Claims with no supported retrieved passage and no judge error (those end
+    `unjudged` whatever the corpus holds), and that decomposed fine."""
+    retrieved = judgements[judgements["source"] == "retrieved"]
+    ok = (retrieved["verdict"] == "supported") & (retrieved["confidence"] >= support_threshold)
+    settled = set(retrieved.loc[ok, "claim_id"]) | set(retrieved.loc[retrieved["error"].notna(), "claim_id"])
+    keep = ~claims["claim_id"].isin(settled) & claims["decompose_error"].isna()
+    return claims[keep]
+
+
+def hits_for_claims(claims: pd.DataFrame, retrieved_chunks: dict[str, set[str]], index_dir: str, top_k: int) -> pd.DataFrame:
+    """Top-k never-retrieved chunks per claim, as judge passages (source `corpus`)."""
+    rows: list[dict] = []
+    if top_k == 0 or claims.empty:
+        return schemas.table(rows, schemas.Passages)
+    n = _load(index_dir)[2].num_rows
+    recs = claims.to_dict("records")
+    widest = max((len(retrieved_chunks.get(c["question_id"], ())) for c in recs), default=0)
+    k = min(n, top_k + widest)
+    found = [search_rows(index_dir, index_terms(c["claim"]), k) for c in recs]
+    meta = chunk_rows(index_dir, sorted({d for hits in found for d, _ in hits}))
+    for c, hits in zip(recs, found):
+        seen = retrieved_chunks.get(c["question_id"], set())
+        taken = 0
+        for d, s in hits:
+            if taken == top_k or s <= 0:
+                break
+            chunk_id, doc_id, start, text = meta[d]
+            if chunk_id in seen:
+                continue
+            rows.append({
+                "question_id": c["question_id"], "claim_id": c["claim_id"], "source": "corpus",
+                "chunk_id": chunk_id, "doc_id": doc_id, "passage_start": int(start),
+                "rank": None, "in_context": False, "score": s, "passage_text": text,
+            })
+            taken += 1
+    return schemas.table(rows, schemas.Passages)
+
+
+# Not cached by Prefect: the index directory is its own cache (keyed by content hash),
+# and a cached path could outlive a deleted directory.
+@task(name="build-index", cache_policy=NO_CACHE)
+def build_index(chunks: pd.DataFrame, corpus: pd.DataFrame, root: str) -> str:
+    return str(build_index_dir(chunks, corpus, Path(root)))
+
+
+@step_task("corpus-search")
+def corpus_search(
+    claims: pd.DataFrame, judgements: pd.DataFrame, passages: pd.DataFrame,
+    index_dir: str, top_k: int, support_threshold: float, code: str,
+) -> pd.DataFrame:
+    retrieved = passages[passages["source"] == "retrieved"]
+    seen = retrieved.groupby("question_id")["chunk_id"].agg(set).to_dict()
+    pending = claims_needing_search(claims, judgements, support_threshold)
+    return hits_for_claims(pending, seen, index_dir, top_k)

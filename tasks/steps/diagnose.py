@@ -1,0 +1,125 @@
+"""diagnose: every claim gets exactly one label of the closed taxonomy (DESIGN §2).
+
+    claim
+    ├── the answer could not be decomposed ............................ unjudged
+    ├── an in-context chunk supports it ................................ correct
+    │       └── (reference answer about it but disagrees) ... + source_conflict
+    ├── (a judge failure on an in-context chunk) ....................... unjudged
+    ├── a retrieved chunk below the cutoff supports it ............ rank_failure
+    ├── (a judge failure on a below-cutoff chunk) ...................... unjudged
+    ├── a never-retrieved chunk found corpus-wide supports it .... retrieval_miss
+    ├── (a judge failure on a corpus-wide hit) ......................... unjudged
+    ├── an in-context chunk is about it (partial) .............. synthesis_error
+    └── nothing ................................................. hallucination
+
+"Supports" = verdict `supported` with confidence ≥ judge.support_threshold and a
+validated span; "about it" = `partial`, or `supported` below the threshold. A judge
+failure only decides a claim when no earlier branch already has — a failed call can
+never hide behind, or be turned into, another label.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pandas as pd
+from ragspan.tasks.core import schemas
+from ragspan.tasks.steps.cache_policy import step_task
+
+# (label, does this judgement belong to the tier?) in decision order.
+_TIERS = (
+    ("correct", lambda j: j["source"] == "retrieved" and j["in_context"]),
+    ("rank_failure", lambda j: j["source"] == "retrieved" and not j["in_context"]),
+    ("retrieval_miss", lambda j: j["source"] == "corpus"),
+)
+_NO_EVIDENCE = {"doc_id": None, "chunk_id": None, "char_start": None, "char_end": None, "span_text": None,
+                "rank": None, "in_context": None, "score": None, "source_conflict": False,
+                "evidence_source": None, "match": None, "confidence": None}
+_NO_RANK = 10**9
+
+
+def _best(rows: list[dict]) -> dict:
+    """The deciding evidence: highest confidence, then best rank, then earliest span."""
+    return min(rows, key=lambda j: (-j["confidence"], _NO_RANK if j["rank"] is None else j["rank"],
+                                    j["chunk_id"], j["char_start"]))
+
+
+def _supports(j: dict, support_threshold: float) -> bool:
+    return j["match"] is not None and j["verdict"] == "supported" and j["confidence"] >= support_threshold
+
+
+def diagnosis_for_claim(claim: dict, judged: list[dict], support_threshold: float) -> dict:
+    """The label of one claim from its judgements (records of the Judgements table)."""
+    base = {k: claim[k] for k in ("run", "question_id", "claim_id", "claim", "answer_start", "answer_end")}
+    if claim["decompose_error"] is not None:
+        return {**base, **_NO_EVIDENCE, "label": "unjudged",
+                "reason": f"decomposition failed: {claim['decompose_error']}"}
+    evidence = [j for j in judged if j["source"] != "reference"]
+    for label, in_tier in _TIERS:
+        tier = [j for j in evidence if in_tier(j)]
+        support = [j for j in tier if _supports(j, support_threshold)]
+        if support:
+            return {**base, **_evidence(_best(support)), "label": label, "reason": _reason(label, _best(support))}
+        failed = [j for j in tier if j["error"] is not None]
+        if failed:
+            kinds = ", ".join(sorted({j["error"] for j in failed}))
+            return {**base, **_NO_EVIDENCE, "label": "unjudged",
+                    "reason": f"judge failed ({kinds}) on {len(failed)} passage(s)"}
+    about = [j for j in evidence if j["source"] == "retrieved" and j["in_context"] and j["match"] is not None
+             and j["verdict"] in ("partial", "supported")]
+    if about:
+        return {**base, **_evidence(_best(about)), "label": "synthesis_error",
+                "reason": _reason("synthesis_error", _best(about))}
+    return {**base, **_NO_EVIDENCE, "label": "hallucination",
+            "reason": "no passage in context, retrieved or corpus-wide supports or is about the claim"}
+
+
+def _evidence(row: dict) -> dict:
+    return {
+        "doc_id": row["doc_id"], "chunk_id": row["chunk_id"], "char_start": row["char_start"],
+        "char_end": row["char_end"], "span_text": row["span_text"], "rank": row["rank"],
+        "in_context": bool(row["in_context"]), "score": row["score"], "source_conflict": False,
+        "evidence_source": row["source"], "match": row["match"], "confidence": row["confidence"],
+    }
+
+
+def _reason(label: str, top: dict) -> str:
+    where = {
+        "correct": f"supported by in-context chunk at rank {top['rank']}",
+        "rank_failure": f"supported by chunk retrieved at rank {top['rank']}, below the context cutoff",
+        "retrieval_miss": "supported by a chunk the retriever never returned (found by corpus-wide search)",
+        "synthesis_error": f"in-context chunk at rank {top['rank']} is about the claim but does not support it",
+    }[label]
+    return f"{where}; judge: {top['reason']}" if top["reason"] else where
+
+
+def _records(table: pd.DataFrame) -> list[dict]:
+    """Rows as dicts with missing values as None (pandas gives NaN/NA otherwise)."""
+    return schemas.records(table, missing_as_none=True)
+
+
+def diagnoses_for_claims(claims: pd.DataFrame, judged: Iterable[pd.DataFrame], support_threshold: float) -> pd.DataFrame:
+    per_claim: dict[str, list[dict]] = {}
+    for table in judged:
+        # Only rows that can decide something: a supported/partial verdict or a judge
+        # error (an `unsupported` verdict never supports, is never "about" the claim and
+        # never fails; at scale it is most rows).
+        table = table[table["verdict"].isin(("supported", "partial")) | table["error"].notna()]
+        for j in _records(table):
+            per_claim.setdefault(j["claim_id"], []).append(j)
+    rows = []
+    for c in _records(claims):
+        mine = per_claim.get(c["claim_id"], [])
+        d = diagnosis_for_claim(c, mine, support_threshold)
+        # source_conflict: the reference answer is about the claim but disagrees with it.
+        if d["label"] == "correct" and any(j["source"] == "reference" and j["verdict"] == "partial" for j in mine):
+            d["source_conflict"] = True
+            d["reason"] += "; the reference answer contradicts it (source_conflict)"
+        rows.append(d)
+    return schemas.table(rows, schemas.Diagnoses)
+
+
+@step_task("diagnose")
+def diagnose(claims: pd.DataFrame, judged: pd.DataFrame, searched: pd.DataFrame,
+             support_threshold: float, code: str) -> pd.DataFrame:
+    return diagnoses_for_claims(claims, [judged, searched], support_threshold)
