@@ -127,7 +127,22 @@ class Settings(_Strict):
 
 
 def load_settings(path: str | Path | None = None, overrides: dict | None = None) -> Settings:
-    """Read params.yaml (or defaults when `path` is None) and validate it."""
+    """Read params.yaml (or defaults when `path` is None) and validate it.
+
+    Parsed once per process and file version: the CLI and the flow it starts ask for the
+    same settings, and an unchanged file (same size and mtime) is not read again."""
+    key: tuple = (None,)
+    if path is not None:
+        try:
+            st = Path(path).stat()
+            key = (str(Path(path).resolve()), st.st_mtime_ns, st.st_size)
+        except OSError:
+            key = (str(path), None, None)  # _parse_settings raises the ConfigError
+    return _parse_settings(key, path, tuple(sorted((overrides or {}).items())))
+
+
+@lru_cache(maxsize=16)
+def _parse_settings(_key: tuple, path: str | Path | None, overrides: tuple[tuple[str, str], ...]) -> Settings:
     raw: dict = {}
     if path is not None:
         p = Path(path)
@@ -137,7 +152,7 @@ def load_settings(path: str | Path | None = None, overrides: dict | None = None)
             raise ConfigError(f"{p}: cannot read parameters: {exc}") from exc
         if not isinstance(raw, dict):
             raise ConfigError(f"{p}: expected a mapping at the top level")
-    for dotted, value in (overrides or {}).items():
+    for dotted, value in overrides:
         node = raw
         *parents, leaf = dotted.split(".")
         for key in parents:

@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from ragspan.tasks.core.schemas import Answers, Chunks, Corpus, Questions, Retrieved
 from ragspan.tasks.io.load import (
     InputError,
-    _validate_schema,
     chunk_corpus,
     find_table,
     load_chunks,
@@ -22,6 +21,7 @@ from ragspan.tasks.io.load import (
     locate_text,
     read_table,
 )
+from ragspan.tasks.io.load.problems import _validate_schema
 
 DOCS = [
     {

@@ -7,11 +7,11 @@ from pathlib import Path
 
 
 def cmd_aggregate(args: argparse.Namespace) -> int:
-    from ragspan.flows.cli import _params_path
+    from ragspan.flows.cli import params_path
     from ragspan.tasks.config import load_settings
     from ragspan.tasks.reporting.aggregate import aggregate_markdown, write_aggregate
 
-    runs = args.runs or load_settings(_params_path(args.params)).data.runs
+    runs = args.runs or load_settings(params_path(args.params)).data.runs
     metrics = write_aggregate(Path(args.results), list(runs), Path(args.out))
     if not args.quiet:
         print(aggregate_markdown(metrics), end="")

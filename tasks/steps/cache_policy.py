@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 import pandas as pd
 from prefect import task
-from prefect.cache_policies import TASK_SOURCE
+from prefect.cache_policies import TASK_SOURCE, CachePolicy
 from prefect.utilities.hashing import hash_objects
 
 F = TypeVar("F", bound=Callable)
@@ -45,18 +45,31 @@ def fingerprint(value: Any) -> str:
     return hash_objects(value, raise_on_failure=True) or ""
 
 
-def content_cache_key(context: Any, parameters: dict[str, Any]) -> str:
-    h = hashlib.sha256((TASK_SOURCE.compute_key(context, parameters, {}) or "").encode())
-    for name in sorted(parameters):
-        h.update(name.encode())
-        h.update(fingerprint(parameters[name]).encode())
-    return h.hexdigest()
+@dataclasses.dataclass
+class ContentInputs(CachePolicy):
+    """Prefect cache policy: a key from the *content* of every input (`fingerprint`),
+    not from its pickle — composed with TASK_SOURCE in STEP_CACHE_POLICY."""
+
+    def compute_key(self, task_ctx: Any, inputs: dict[str, Any], flow_parameters: dict[str, Any],
+                    **kwargs: Any) -> str | None:
+        if not inputs:
+            return None
+        h = hashlib.sha256()
+        for name in sorted(inputs):
+            h.update(name.encode())
+            h.update(fingerprint(inputs[name]).encode())
+        return h.hexdigest()
+
+
+# The step's own source + the content of everything it is given (tables, judge spec,
+# thresholds, `code` = tasks.config.code_version()).
+STEP_CACHE_POLICY = TASK_SOURCE + ContentInputs()
 
 
 def step_task(name: str) -> Callable[[F], F]:
     return task(  # type: ignore[return-value]
         name=name,
-        cache_key_fn=content_cache_key,
+        cache_policy=STEP_CACHE_POLICY,
         persist_result=True,
         log_prints=False,
     )

@@ -35,6 +35,12 @@ from ragspan.tasks.io.load.files import (
 )
 from ragspan.tasks.io.load.locate import locate_text
 from ragspan.tasks.io.load.questions import load_questions
-from ragspan.tasks.io.load.workspace import Workspace, load_inputs, load_workspace
+from ragspan.tasks.io.load.workspace import (
+    Workspace,
+    checked_workspace,
+    hand_over,
+    load_inputs,
+    load_workspace,
+)
 
-__all__ = ["CORPUS_FILE_SUFFIXES", "RUN_KEYS", "TABLE_SUFFIXES", "InputError", "Workspace", "chunk_corpus", "find_table", "load_chunks", "load_corpus", "load_inputs", "load_questions", "load_workspace", "locate_text", "read_table"]
+__all__ = ["CORPUS_FILE_SUFFIXES", "RUN_KEYS", "TABLE_SUFFIXES", "InputError", "Workspace", "checked_workspace", "chunk_corpus", "find_table", "hand_over", "load_chunks", "load_corpus", "load_inputs", "load_questions", "load_workspace", "locate_text", "read_table"]
