@@ -2,8 +2,8 @@
 
     .venv/bin/python benchmarks/index_choice.py [--sizes 1000,100000] [--queries 1000] [--seed 13]
 
-tantivy is needed only here: `.venv/bin/pip install tantivy==0.27.0` (not a project
-dependency).
+tantivy is needed only here: `.venv/bin/pip install -e '.[bench]'` (the `bench` extra of
+pyproject.toml; the product itself does not use tantivy).
 
 Corpora (built in a temporary directory at run time; the source data is never copied):
 - the real chunks: XQuAD paragraphs and ClapNQ passages, cut as in benchmarks/_data.py

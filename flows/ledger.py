@@ -18,10 +18,12 @@ import time
 from collections import Counter, defaultdict
 from typing import Any
 
+import pandas as pd
 from ragspan.flows import progress
-from ragspan.tasks.core.shards import ShardResult
+from ragspan.tasks.core.shards import ShardResult, answers_to_retry
 from ragspan.tasks.errors import StepFailed
 from ragspan.tasks.judges.base import JudgeStats
+from ragspan.tasks.steps.validate_offsets import spans_from_judgements
 
 FIRST_STEP, LAST_STEP = "decompose", "diagnose"
 
@@ -81,7 +83,10 @@ class StepLedger:
         return {name: dict(counts) for name, counts in self.states.items()}
 
     def result(self, claims: Any, judged: Any, searched: Any, diagnoses: Any) -> ShardResult:
-        return ShardResult.of(claims, judged, searched, diagnoses, self.stats, self.summary())
+        """What the shard hands on: its output tables, stats, task states, answers to retry."""
+        both = pd.concat([judged, searched], ignore_index=True)
+        return ShardResult(claims, spans_from_judgements(both), diagnoses, self.stats, self.summary(),
+                           answers_to_retry(claims, both))
 
 
 def _had_judge_errors(result: Any) -> bool:

@@ -26,6 +26,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
+from ragspan.tasks.judges.base import listen_to_calls
+
 MODES = ("auto", "bar", "plain", "jsonl", "none")
 
 
@@ -230,14 +232,10 @@ def activate(progress: Progress) -> Iterator[Progress]:
     bodies in worker threads, where a ContextVar set here would not be visible)."""
     global _current
     previous, _current = _current, progress
+    previous_listener = listen_to_calls(progress.judge_calls)  # live calls from a running step
     try:
         yield progress
     finally:
         _current = previous
+        listen_to_calls(previous_listener)
         progress.finish()
-
-
-def judge_calls(n: int = 1) -> None:
-    """For judges: report `n` finished calls to the active reporter (cheap when none)."""
-    if _current is not None:
-        _current.judge_calls(n)

@@ -50,6 +50,7 @@ from prefect import flow, get_run_logger
 from ragspan.flows.evaluate import evaluate
 from ragspan.tasks.config import Settings, load_settings, state_dir
 from ragspan.tasks.errors import ConfigError
+from ragspan.tasks.io.git import experiment_commits, git, git_state, is_work_tree
 
 EVENT = "ragspan.index.rebuilt"
 RESOURCE_PREFIX = "ragspan.index."
@@ -119,9 +120,7 @@ def event_parameters(workspace: str, params_path: str) -> dict[str, str]:
 def is_dvc_workspace(root: Path) -> bool:
     if not (root / ".dvc").is_dir() or shutil.which("git") is None:
         return False
-    out = subprocess.run(["git", "rev-parse", "--is-inside-work-tree"], cwd=root,
-                         capture_output=True, text=True, check=False)
-    return out.returncode == 0
+    return is_work_tree(root)
 
 
 @contextlib.contextmanager
@@ -221,15 +220,10 @@ def read_history(root: Path) -> list[dict]:
     return out
 
 
-def _git(root: Path, *args: str) -> str | None:
-    done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False)
-    return done.stdout.strip() if done.returncode == 0 else None
-
-
 def save_experiment(root: Path, name: str, paths: list[Path], message: str) -> dict:
     """`dvc exp save -n NAME`, including `paths` where git neither tracks nor ignores them."""
     rel = [p.resolve().relative_to(root).as_posix() for p in paths if p.exists()]
-    untracked = (_git(root, "ls-files", "--others", "--exclude-standard", "--", *rel) or "").splitlines()
+    untracked = (git(root, "ls-files", "--others", "--exclude-standard", "--", *rel) or "").splitlines()
     dvc = str(Path(sys.executable).parent / "dvc")
     cmd = [dvc if Path(dvc).exists() else "dvc", "exp", "save", "-f", "-n", name, "-m", message]
     for p in untracked:
@@ -238,23 +232,20 @@ def save_experiment(root: Path, name: str, paths: list[Path], message: str) -> d
     done = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, check=False, timeout=600)
     if done.returncode != 0:
         raise RuntimeError(f"dvc exp save failed ({done.returncode}): {(done.stderr or done.stdout).strip()[-800:]}")
-    sha = _git(root, "rev-parse", "--verify", "--quiet", f"refs/exps/{_exp_ref_dir(root)}/{name}")
+    sha = git(root, "rev-parse", "--verify", "--quiet", f"refs/exps/{_exp_ref_dir(root)}/{name}")
     if sha is None:  # the ref layout is DVC's business: search for it
-        refs = _git(root, "for-each-ref", "--format=%(refname) %(objectname)", "refs/exps/") or ""
-        sha = next((ln.split()[1] for ln in refs.splitlines() if ln.split()[0].endswith("/" + name)), None)
+        sha = next(iter(experiment_commits(root, name)), None)
     return {"name": name, "sha": sha, "included": untracked}
 
 
 def _exp_ref_dir(root: Path) -> str:
-    base = _git(root, "rev-parse", "HEAD") or ""
+    base = git(root, "rev-parse", "HEAD") or ""
     return f"{base[:2]}/{base[2:]}"
 
 
-def _git_state(root: Path) -> dict | None:
-    rev = _git(root, "rev-parse", "HEAD") if shutil.which("git") else None
-    if rev is None:
-        return None
-    return {"rev": rev, "dirty": bool(_git(root, "status", "--porcelain", "--untracked-files=no"))}
+def _history_git(root: Path) -> dict | None:
+    state = git_state(root)
+    return None if state["git_rev"] is None else {"rev": state["git_rev"], "dirty": state["git_dirty"]}
 
 
 def _rates(metrics: dict) -> dict[str, float | None]:
@@ -323,7 +314,7 @@ def watch(index: str = "", version: str = "", run_path: str = "", revision: str 
             "claims": metrics.get("claims"), "judged": metrics.get("judged"),
             "unjudged": metrics.get("unjudged"), "rates": _rates(metrics),
             "counts": {k: v.get("count") for k, v in (metrics.get("labels") or {}).items()},
-            "git": _git_state(root),
+            "git": _history_git(root),
             "experiment": None, "flow_run_id": _flow_run_id(),
         }
         error = None

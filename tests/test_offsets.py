@@ -9,7 +9,8 @@ import unicodedata
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from ragspan.tasks.core.text import locate_quote, normalize, normalize_with_map
+from ragspan.tasks.core.locate import locate_quote
+from ragspan.tasks.core.text import normalize, normalize_with_map
 from ragspan.tasks.judges.local import split_claims
 
 ATOMS = [

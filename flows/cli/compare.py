@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -24,6 +23,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 from ragspan.tasks.errors import SideError
+from ragspan.tasks.io.git import experiment_commits, git
 from ragspan.tasks.reporting.compare import (
     Side,
     as_markdown,
@@ -33,22 +33,12 @@ from ragspan.tasks.reporting.compare import (
 )
 
 
-def _git(repo: Path, *args: str) -> str | None:
-    try:
-        out = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=False, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() if out.returncode == 0 else None
-
-
 def resolve_rev(repo: Path, name: str) -> tuple[str, str] | None:
     """(commit sha, kind) for a git revision or a DVC experiment name, else None."""
-    sha = _git(repo, "rev-parse", "--verify", "--quiet", f"{name}^{{commit}}")
+    sha = git(repo, "rev-parse", "--verify", "--quiet", f"{name}^{{commit}}")
     if sha:
         return sha, "git revision"
-    refs = _git(repo, "for-each-ref", "--format=%(refname) %(objectname)", "refs/exps/") or ""
-    hits = [line.split()[1] for line in refs.splitlines()
-            if not line.startswith("refs/exps/exec/") and line.split()[0].rsplit("/", 1)[-1] == name]
+    hits = experiment_commits(repo, name)
     if len(hits) > 1:
         raise SideError(f"{name!r} names {len(hits)} DVC experiments; use the commit sha instead")
     return (hits[0], "DVC experiment") if hits else None
@@ -142,7 +132,7 @@ def load_side(spec: str, run: str | None, repo: Path) -> Side:
     path = Path(spec)
     if path.is_dir() and (path / "metrics.json").is_file():
         return side_from_dir(path)
-    root = _git(repo, "rev-parse", "--show-toplevel")
+    root = git(repo, "rev-parse", "--show-toplevel")
     resolved = resolve_rev(Path(root), spec) if root else None
     if resolved is None:
         where = f"git repository {root}" if root else f"{repo} (not a git repository)"

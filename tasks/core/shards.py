@@ -42,17 +42,13 @@ class ShardResult:
     # outage, a spent budget): never stored for reuse, so the next run tries them again.
     retry: frozenset[str] = frozenset()
 
-    @classmethod
-    def of(cls, claims: pd.DataFrame, judged: pd.DataFrame, searched: pd.DataFrame, diagnoses: pd.DataFrame,
-           stats: JudgeStats, states: dict[str, dict[str, int]]) -> ShardResult:
-        from ragspan.tasks.steps.validate_offsets import spans_from_judgements
 
-        both = pd.concat([judged, searched], ignore_index=True)
-        spans = spans_from_judgements(both)
-        failed = set(both.loc[both["error"].isin(RETRYABLE_FAILURES), "claim_id"])
-        failed |= set(claims.loc[claims["decompose_error"].isin(RETRYABLE_FAILURES), "claim_id"])
-        retry = set(claims.loc[claims["claim_id"].isin(failed), "question_id"])
-        return cls(claims, spans, diagnoses, stats, states, frozenset(retry))
+
+def answers_to_retry(claims: pd.DataFrame, judgements: pd.DataFrame) -> frozenset[str]:
+    """Question ids of answers with a judge failure that another attempt may not repeat."""
+    failed = set(judgements.loc[judgements["error"].isin(RETRYABLE_FAILURES), "claim_id"])
+    failed |= set(claims.loc[claims["decompose_error"].isin(RETRYABLE_FAILURES), "claim_id"])
+    return frozenset(claims.loc[claims["claim_id"].isin(failed), "question_id"])
 
 
 def passages_for(ws: Workspace) -> pd.DataFrame:

@@ -280,31 +280,3 @@ def normalize_with_map(text: str) -> tuple[str, list[int], list[int]]:
 
 def normalize(text: str) -> str:
     return normalize_with_map(text)[0]
-
-
-def locate_quote(passage: str, quote: str, hint: int | None) -> tuple[int, int, str] | None:
-    """(start, end, match) of `quote` in `passage`, raw offsets; None when absent."""
-    if not quote or not quote.strip():
-        return None
-    if hint is not None and passage[hint : hint + len(quote)] == quote:
-        return hint, hint + len(quote), "exact"
-    starts = _all_occurrences(passage, quote)
-    if starts:
-        best = min(starts, key=lambda s: abs(s - hint)) if hint is not None else starts[0]
-        return best, best + len(quote), "exact"
-    norm_passage, starts, ends = normalize_with_map(passage)
-    norm_quote = normalize(quote)
-    if not norm_quote:
-        return None
-    i = norm_passage.find(norm_quote)
-    if i < 0:
-        return None
-    return starts[i], ends[i + len(norm_quote) - 1], "normalized"
-
-
-def _all_occurrences(text: str, sub: str) -> list[int]:
-    out, i = [], text.find(sub)
-    while i >= 0:
-        out.append(i)
-        i = text.find(sub, i + 1)
-    return out

@@ -27,30 +27,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
 import yaml
 from ragspan.tasks.config import OUTPUT_SCHEMA_VERSION, RAGSPAN_VERSION, Settings, code_version
+from ragspan.tasks.io.git import git_state
 from ragspan.tasks.judges.base import JudgeSpec
 
 _ALWAYS_IGNORED = {".git", ".hg", ".dvc"}
 _CHUNK = 1 << 20
-
-
-def git_state(where: Path) -> dict[str, object]:
-    """The git revision of `where` and whether its tree is dirty (None outside git)."""
-    def run(*args: str) -> str | None:
-        try:
-            out = subprocess.run(["git", *args], cwd=where, capture_output=True, text=True, check=False, timeout=10)
-        except (OSError, subprocess.SubprocessError):
-            return None
-        return out.stdout.strip() if out.returncode == 0 else None
-
-    rev = run("rev-parse", "HEAD")
-    dirty = run("status", "--porcelain", "--untracked-files=no")
-    return {"git_rev": rev, "git_dirty": None if rev is None else bool(dirty)}
 
 
 # --------------------------------------------------------------------------- DVC hashes

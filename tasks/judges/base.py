@@ -17,7 +17,7 @@ caller could swallow into a NaN: the diagnose step turns them into `unjudged`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Literal, Protocol
 
@@ -92,6 +92,25 @@ class Judge(Protocol):
     def decompose_many(self, answers: Sequence[str]) -> list[list[ClaimText] | JudgeFailure]: ...
 
     def judge_many(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[list[Verdict | JudgeFailure]]: ...
+
+
+# Who hears about judge calls as they happen (the CLI's progress display sets it; judges
+# call `report_calls` — from any thread — and never import the flows layer).
+_call_listener: Callable[[int], None] | None = None
+
+
+def listen_to_calls(listener: Callable[[int], None] | None) -> Callable[[int], None] | None:
+    """Install `listener` (None removes it); returns the one it replaces."""
+    global _call_listener
+    previous, _call_listener = _call_listener, listener
+    return previous
+
+
+def report_calls(n: int = 1) -> None:
+    """For judges: `n` calls were just sent (cheap when nobody listens)."""
+    listener = _call_listener
+    if listener is not None:
+        listener(n)
 
 
 class JudgeStats(BaseModel):

@@ -61,8 +61,15 @@ from typing import Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
-from ragspan.tasks.core.text import locate_quote
-from ragspan.tasks.judges.base import ClaimText, JudgeFailure, JudgeSpec, JudgeStats, Verdict
+from ragspan.tasks.core.locate import locate_quote
+from ragspan.tasks.judges.base import (
+    ClaimText,
+    JudgeFailure,
+    JudgeSpec,
+    JudgeStats,
+    Verdict,
+    report_calls,
+)
 from ragspan.tasks.judges.cache import JudgeCache, cache_key, endpoint_label
 from ragspan.tasks.judges.prompts import Prompt, load_prompt, prompt_version
 
@@ -477,6 +484,7 @@ class OpenAIJudge:
                 return self._failure("budget_exhausted", spent)
             with self._lock:
                 self.stats.calls += 1
+            report_calls(1)
             try:
                 return self._request(key, parts, messages, schema)
             except _Retry as r:

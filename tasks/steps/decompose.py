@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 from ragspan.tasks.core import schemas
-from ragspan.tasks.core.text import locate_quote
+from ragspan.tasks.core.locate import locate_quote
 from ragspan.tasks.judges import make_judge
 from ragspan.tasks.judges.base import ClaimText, Judge, JudgeFailure, JudgeSpec, JudgeStats
 from ragspan.tasks.steps.cache_policy import step_task

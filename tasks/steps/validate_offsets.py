@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pandas as pd
 from ragspan.tasks.core import schemas
-from ragspan.tasks.core.text import locate_quote
+from ragspan.tasks.core.locate import locate_quote
 from ragspan.tasks.judges.base import JudgeStats
 from ragspan.tasks.steps.cache_policy import step_task
 

@@ -23,6 +23,7 @@ Modules: files (reading), problems (validation), corpus, chunks, questions,
 locate (text → offsets), runs, workspace (the validated whole, its cache, the task).
 """
 
+from ragspan.tasks.core.locate import locate_text
 from ragspan.tasks.errors import InputError
 from ragspan.tasks.io.load.chunks import chunk_corpus, load_chunks
 from ragspan.tasks.io.load.corpus import load_corpus
@@ -33,7 +34,6 @@ from ragspan.tasks.io.load.files import (
     find_table,
     read_table,
 )
-from ragspan.tasks.io.load.locate import locate_text
 from ragspan.tasks.io.load.questions import load_questions
 from ragspan.tasks.io.load.workspace import (
     Workspace,

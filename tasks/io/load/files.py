@@ -18,13 +18,9 @@ from ragspan.tasks.errors import InputError
 TABLE_SUFFIXES = (".jsonl", ".csv", ".parquet")
 CORPUS_FILE_SUFFIXES = (".txt", ".md")
 _BOM = b"\xef\xbb\xbf"
-_WS = re.compile(r"\s+")
 # Greedy `.*\s` matched inside [pos, endpos) ends just after the *last* whitespace:
 # one C-level scan instead of a Python loop per chunk.
 _LAST_WS = re.compile(r".*\s", re.DOTALL)
-# A run may not contain a NUL-free query spanning two documents: documents are
-# joined with NUL for one fast corpus-wide `str.find`.
-_SEP = "\x00"
 
 RUN_KEYS = frozenset({"question_id", "answer", "retrieved", "context_k", "claims"})
 ITEM_OPTIONAL_KEYS = frozenset({"score", "in_context"})

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from ragspan.tasks.core.locate import CorpusTextIndex
 from ragspan.tasks.core.schemas import Answers, Retrieved
 from ragspan.tasks.errors import InputError
 from ragspan.tasks.io.load.corpus import _relpath
@@ -19,7 +20,6 @@ from ragspan.tasks.io.load.files import (
     _decode,
     _jsonl_records,
 )
-from ragspan.tasks.io.load.locate import _TextIndex
 from ragspan.tasks.io.load.problems import _describe, _validate_schema
 
 # --------------------------------------------------------------------------- runs
@@ -101,7 +101,7 @@ class _RunBuilder:
         self.qids = set(questions["question_id"].tolist())
         ids, texts = corpus["doc_id"].tolist(), corpus["text"].tolist()
         self.doc_len = {d: len(t) for d, t in zip(ids, texts)}
-        self.index = _TextIndex(ids, texts)
+        self.index = CorpusTextIndex(ids, texts)
         c_ids = chunks["chunk_id"].tolist()
         c_docs = chunks["doc_id"].tolist()
         c_s = chunks["char_start"].tolist()

@@ -1,16 +1,59 @@
-"""Locating a retrieved item given only as text: exact, then whitespace-normalised, mapped back to raw offsets."""
+"""Finding text in text — the one place for it, at two levels.
+
+- `locate_quote(passage, quote, hint)`: a judge's quote inside the passage it was shown.
+  Exact first (nearest to the judge's own offset), then under the full normalisation of
+  `core.text.normalize_with_map` (NFKC, casefold, quote/dash folding, whitespace runs),
+  mapped back to raw offsets. Models re-type quotes, so this is lenient.
+- `CorpusTextIndex` / `locate_text(corpus, text, doc_id)`: a retrieved item given only as
+  text, anywhere in the corpus. Exact first, then with whitespace runs normalised only:
+  a retriever copies chunk text verbatim, so anything looser would accept text that is
+  not in the corpus.
+
+Both return raw code-point offsets, end-exclusive, whose slice is what was asked for up
+to the normalisation used.
+"""
 
 from __future__ import annotations
 
 import bisect
+import re
 
 import pandas as pd
-from ragspan.tasks.io.load.files import _SEP, _WS
+from ragspan.tasks.core.text import normalize, normalize_with_map
 
-# --------------------------------------------------------------------------- locating text
+_WS = re.compile(r"\s+")
+_SEP = "\x00"  # joins documents for one corpus-wide str.find; a query holding it is searched per document
 
 
-class _TextIndex:
+def locate_quote(passage: str, quote: str, hint: int | None) -> tuple[int, int, str] | None:
+    """(start, end, match) of `quote` in `passage`, raw offsets; None when absent."""
+    if not quote or not quote.strip():
+        return None
+    if hint is not None and passage[hint : hint + len(quote)] == quote:
+        return hint, hint + len(quote), "exact"
+    starts = _all_occurrences(passage, quote)
+    if starts:
+        best = min(starts, key=lambda s: abs(s - hint)) if hint is not None else starts[0]
+        return best, best + len(quote), "exact"
+    norm_passage, starts, ends = normalize_with_map(passage)
+    norm_quote = normalize(quote)
+    if not norm_quote:
+        return None
+    i = norm_passage.find(norm_quote)
+    if i < 0:
+        return None
+    return starts[i], ends[i + len(norm_quote) - 1], "normalized"
+
+
+def _all_occurrences(text: str, sub: str) -> list[int]:
+    out, i = [], text.find(sub)
+    while i >= 0:
+        out.append(i)
+        i = text.find(sub, i + 1)
+    return out
+
+
+class CorpusTextIndex:
     """The corpus prepared for repeated substring search (exact, then whitespace-normalised).
 
     Documents are joined with NUL so one C-level `str.find` scans the whole corpus
@@ -115,4 +158,4 @@ def locate_text(corpus: pd.DataFrame, text: str, doc_id: str | None) -> tuple[st
     offsets returned are raw offsets whose slice equals `text` up to whitespace.
     None for blank text or an unknown doc_id.
     """
-    return _TextIndex(corpus["doc_id"].tolist(), corpus["text"].tolist()).locate(text, doc_id)
+    return CorpusTextIndex(corpus["doc_id"].tolist(), corpus["text"].tolist()).locate(text, doc_id)
