@@ -450,3 +450,17 @@ def test_json_mode_for_servers_without_structured_outputs(server, make):
     assert sorted(f[0].kind for f in bad) == ["truncated", "unparseable"]
     claims = make(response_format="json_object").decompose("Refunds take 30 days. The Pro plan costs $49.")
     assert [c.text for c in claims] == ["Refunds take 30 days.", "The Pro plan costs $49."]
+
+
+def test_the_question_reaches_both_prompts_and_the_cache_key(make, server):
+    """A claim is judged as an answer to its question: the question is in the messages
+    the server receives (decomposition and extraction), so it is also in the cache key."""
+    judge = make()
+    judge.decompose("Delhi.", "What is the capital of India?")
+    judge.judge("Delhi.", ["New Delhi is the capital of India."], "What is the capital of India?")
+    users = [m["content"] for body in server.requests for m in body["messages"] if m["role"] == "user"]
+    assert len(users) == 2
+    assert all("<question>\nWhat is the capital of India?\n</question>" in u for u in users)
+    calls = server.count
+    judge.judge("Delhi.", ["New Delhi is the capital of India."], "What is the capital of Bhutan?")
+    assert server.count == calls + 1  # another question: not served from the cache

@@ -24,15 +24,17 @@ from ragspan.tasks.judges.prompts import (
 REQUIRED = {
     "decompose": {
         "system": ["atomic", "independently verifiable", "self-contained", "copied verbatim",
-                   "substring of the answer", "Do not paraphrase", "negation", "JSON only"],
-        "user": ["<answer>", "$answer"],
+                   "substring of the answer", "Do not paraphrase", "negation", "JSON only",
+                   "complete a short answer from its question"],
+        "user": ["<question>", "$question", "<answer>", "$answer"],
     },
     "extract": {
         "system": ["one claim and several numbered passages", "exactly one verdict for every passage",
                    "`supported`", "`partial`", "`unsupported`", "copied verbatim",
                    "exact substring of that passage", "Do not paraphrase", "empty string",
-                   "Use only the passages", "between 0 and 1", "JSON only"],
-        "user": ["<claim>", "$claim", "$passages"],
+                   "Use only the passages", "between 0 and 1", "JSON only",
+                   "what it asserts in answer to the question", "only repeats from the question"],
+        "user": ["<question>", "$question", "<claim>", "$claim", "$passages"],
         "reask": ["$problems", "verbatim", "exact substring", "JSON only", "`unsupported` with an empty quote"],
     },
 }
@@ -84,8 +86,9 @@ def test_prompt_version_stamp_names_every_prompt():
 
 def test_rendering_inserts_values_verbatim():
     p = load_prompt("extract")
-    text = p.render("user", claim="costs $5 {per} month", passages='<passage id="1">\n$x ${y}\n</passage>')
-    assert "costs $5 {per} month" in text
+    text = p.render("user", claim="costs $5 {per} month", question="Why $$?",
+                    passages='<passage id="1">\n$x ${y}\n</passage>')
+    assert "costs $5 {per} month" in text and "Why $$?" in text
     assert "$x ${y}" in text
 
 
@@ -96,7 +99,8 @@ def test_rendering_inserts_values_verbatim():
         ("---\nid: decompose\n---\n# system\nhi\n# user\n$answer\n", "version"),
         ("---\nid: decompose\nversion: 1\n---\n# user\n$answer\n", "# system"),
         ("---\nid: decompose\nversion: 1\n---\n# system\nhi\n# user\nno placeholder\n", "placeholder"),
-        ("---\nid: extract\nversion: 1\n---\n# system\nhi\n# user\n$claim $passages\n# reask\nnone\n", "problems"),
+        ("---\nid: extract\nversion: 1\n---\n# system\nhi\n# user\n$claim $question $passages\n# reask\nnone\n", "problems"),
+        ("---\nid: extract\nversion: 1\n---\n# system\nhi\n# user\n$claim $passages\n# reask\n$problems\n", "question"),
     ],
 )
 def test_malformed_prompts_are_rejected(text, error):

@@ -202,11 +202,10 @@ def test_deployment_has_the_schedule_trigger_and_queue(tmp_path):
 
 
 def test_notify_and_serve_need_a_server(monkeypatch, capsys):
-    from argparse import Namespace
+    from ragspan.flows.cli import main
 
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
-    args = Namespace(api_url=None, port=_free_port(), index="x", version=None, run=None, revision=None)
-    assert serve_mod._guard(serve_mod.cmd_notify)(args) == 2
+    assert main(["notify", "index-rebuilt", "--index", "x", "--port", str(_free_port())]) == 2
     assert "no Prefect server" in capsys.readouterr().err
 
 

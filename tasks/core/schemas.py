@@ -47,6 +47,7 @@ class Questions(pa.DataFrameModel):
 class Answers(pa.DataFrameModel):
     run: Series[str]
     question_id: Series[str] = pa.Field(unique=True)
+    question: Series[str]  # what the answer answers: the judges read claims in its light
     answer: Series[str]
     claims: Series[object] = pa.Field(nullable=True)  # list[str] (bring-your-own) or None
 
@@ -77,6 +78,7 @@ class Claims(pa.DataFrameModel):
     claim_id: Series[str] = pa.Field(unique=True)
     claim_index: Series[int] = pa.Field(ge=0)
     claim: Series[str]
+    question: Series[str]  # the question the claim's answer answers (judged with it)
     answer_start: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0)
     answer_end: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0)
     origin: Series[str] = pa.Field(isin=["decomposed", "provided"])

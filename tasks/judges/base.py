@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Literal, Protocol
+from typing import Literal, NamedTuple, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -80,18 +80,46 @@ class JudgeFailure(BaseModel):
     detail: str = ""
 
 
+class JudgeItem(NamedTuple):
+    """One claim to judge against several passages, read as an answer to `question`: a
+    short answer ("Delhi") asserts what it answers, and the words a claim only repeats
+    from its question are not evidence."""
+
+    claim: str
+    passages: Sequence[str]
+    question: str = ""
+
+
+class AnswerItem(NamedTuple):
+    """One answer to split into claims, with the question it answers."""
+
+    answer: str
+    question: str = ""
+
+
+def judge_items(items: Sequence[JudgeItem | tuple]) -> list[JudgeItem]:
+    """Plain (claim, passages[, question]) tuples as JudgeItems."""
+    return [i if isinstance(i, JudgeItem) else JudgeItem(*i) for i in items]
+
+
+def answer_items(items: Sequence[AnswerItem | tuple | str]) -> list[AnswerItem]:
+    """Answers (plain strings, or (answer, question) tuples) as AnswerItems."""
+    return [i if isinstance(i, AnswerItem) else AnswerItem(i) if isinstance(i, str) else AnswerItem(*i)
+            for i in items]
+
+
 class Judge(Protocol):
     spec: JudgeSpec
     stats: JudgeStats  # calls, cache hits, tokens: counted by the judge itself
 
-    def decompose(self, answer: str) -> list[ClaimText] | JudgeFailure: ...
+    def decompose(self, answer: str, question: str = "") -> list[ClaimText] | JudgeFailure: ...
 
-    def judge(self, claim: str, passages: Sequence[str]) -> list[Verdict | JudgeFailure]: ...
+    def judge(self, claim: str, passages: Sequence[str], question: str = "") -> list[Verdict | JudgeFailure]: ...
 
     # Batches: what the steps call, so a judge can run its calls concurrently.
-    def decompose_many(self, answers: Sequence[str]) -> list[list[ClaimText] | JudgeFailure]: ...
+    def decompose_many(self, items: Sequence[AnswerItem | tuple | str]) -> list[list[ClaimText] | JudgeFailure]: ...
 
-    def judge_many(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[list[Verdict | JudgeFailure]]: ...
+    def judge_many(self, items: Sequence[JudgeItem | tuple]) -> list[list[Verdict | JudgeFailure]]: ...
 
 
 # Who hears about judge calls as they happen (the CLI's progress display sets it; judges

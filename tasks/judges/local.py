@@ -32,7 +32,17 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ragspan.tasks.core.text import norm_set, sentence_spans, token_arrays, word_features
-from ragspan.tasks.judges.base import ClaimText, JudgeFailure, JudgeSpec, JudgeStats, Verdict
+from ragspan.tasks.judges.base import (
+    AnswerItem,
+    ClaimText,
+    JudgeFailure,
+    JudgeItem,
+    JudgeSpec,
+    JudgeStats,
+    Verdict,
+    answer_items,
+    judge_items,
+)
 
 # The local judge's identity in cache keys and manifests: bump the version whenever a
 # change here can change a verdict.
@@ -199,11 +209,11 @@ class LocalJudge:
         self.spec = spec
         self.stats = JudgeStats()
 
-    def decompose(self, answer: str) -> list[ClaimText] | JudgeFailure:
+    def decompose(self, answer: str, question: str = "") -> list[ClaimText] | JudgeFailure:
         self.stats.calls += 1
         return split_claims(answer)
 
-    def judge(self, claim: str, passages: Sequence[str]) -> list[Verdict | JudgeFailure]:
+    def judge(self, claim: str, passages: Sequence[str], question: str = "") -> list[Verdict | JudgeFailure]:
         self.stats.calls += 1
         profile = claim_profile(claim)
         if profile is None:
@@ -211,20 +221,21 @@ class LocalJudge:
             return [failure for _ in passages]
         return [judge_pair(profile, p, self.spec.partial_threshold) for p in passages]
 
-    def decompose_many(self, answers: Sequence[str]) -> list[list[ClaimText] | JudgeFailure]:
-        return [self.decompose(a) for a in answers]
+    def decompose_many(self, items: Sequence[AnswerItem | tuple | str]) -> list[list[ClaimText] | JudgeFailure]:
+        return [self.decompose(a.answer, a.question) for a in answer_items(items)]
 
-    def judge_many(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[list[Verdict | JudgeFailure]]:
-        pool = _pool_for(sum(len(p) for _, p in items))
+    def judge_many(self, items: Sequence[JudgeItem | tuple]) -> list[list[Verdict | JudgeFailure]]:
+        items = judge_items(items)
+        pool = _pool_for(sum(len(i.passages) for i in items))
         if pool is None:
-            return [self.judge(claim, passages) for claim, passages in items]
+            return [self.judge(*item) for item in items]
         threshold, step = self.spec.partial_threshold, max(1, len(items) // (4 * _processes))
         batches = [list(items[i:i + step]) for i in range(0, len(items), step)]
         try:
             parts = list(pool.map(_judge_rows, [threshold] * len(batches), batches))
         except (BrokenProcessPool, OSError):  # workers cannot start or died: judge here instead
             set_processes(1)
-            return [self.judge(claim, passages) for claim, passages in items]
+            return [self.judge(*item) for item in items]
         self.stats.calls += len(items)
         return [[_from_row(r) for r in rows] for part in parts for rows in part]
 
@@ -268,10 +279,10 @@ def _pool_for(pairs: int) -> ProcessPoolExecutor | None:
 _Row = tuple[str, float | None, str | None, int | None, str]
 
 
-def _judge_rows(partial_threshold: float, items: list[tuple[str, Sequence[str]]]) -> list[list[_Row]]:
+def _judge_rows(partial_threshold: float, items: list[JudgeItem]) -> list[list[_Row]]:
     """In a worker: verdicts as plain tuples (cheap to send back)."""
     out = []
-    for claim, passages in items:
+    for claim, passages, _question in items:
         profile = claim_profile(claim)
         if profile is None:
             out.append([("!no_content", None, None, None, "the claim has no words to check")] * len(passages))

@@ -63,11 +63,15 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field
 from ragspan.tasks.core.locate import locate_quote
 from ragspan.tasks.judges.base import (
+    AnswerItem,
     ClaimText,
     JudgeFailure,
+    JudgeItem,
     JudgeSpec,
     JudgeStats,
     Verdict,
+    answer_items,
+    judge_items,
     report_calls,
 )
 from ragspan.tasks.judges.cache import JudgeCache, cache_key, endpoint_label
@@ -350,21 +354,22 @@ class OpenAIJudge:
 
     # -- Protocol ------------------------------------------------------------------------
 
-    def decompose(self, answer: str) -> list[ClaimText] | JudgeFailure:
-        return self.decompose_many([answer])[0]
+    def decompose(self, answer: str, question: str = "") -> list[ClaimText] | JudgeFailure:
+        return self.decompose_many([AnswerItem(answer, question)])[0]
 
-    def decompose_many(self, answers: Sequence[str]) -> list[list[ClaimText] | JudgeFailure]:
-        return self._map(self._decompose_one, list(answers))
+    def decompose_many(self, items: Sequence[AnswerItem | tuple | str]) -> list[list[ClaimText] | JudgeFailure]:
+        return self._map(lambda a: self._decompose_one(a.answer, a.question), answer_items(items))
 
-    def judge(self, claim: str, passages: Sequence[str]) -> list[Verdict | JudgeFailure]:
-        return self.judge_many([(claim, passages)])[0]
+    def judge(self, claim: str, passages: Sequence[str], question: str = "") -> list[Verdict | JudgeFailure]:
+        return self.judge_many([JudgeItem(claim, passages, question)])[0]
 
-    def judge_many(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[list[Verdict | JudgeFailure]]:
-        """Verdicts for many (claim, passages) at once: their calls share the thread pool."""
+    def judge_many(self, items: Sequence[JudgeItem | tuple]) -> list[list[Verdict | JudgeFailure]]:
+        """Verdicts for many (claim, passages, question) at once: their calls share the thread pool."""
+        items = judge_items(items)
         n = max(1, self.options.max_passages_per_call)
-        jobs = [(i, lo) for i, (_, ps) in enumerate(items) for lo in range(0, len(ps), n)]
-        results = self._map(lambda job: self._extract_call(items[job[0]][0], list(items[job[0]][1][job[1]:job[1] + n])),
-                            jobs)
+        jobs = [(i, lo) for i, item in enumerate(items) for lo in range(0, len(item.passages), n)]
+        results = self._map(lambda job: self._extract_call(
+            items[job[0]].claim, list(items[job[0]].passages[job[1]:job[1] + n]), items[job[0]].question), jobs)
         out: list[list[Verdict | JudgeFailure]] = [[] for _ in items]
         for (i, _), verdicts in zip(jobs, results, strict=True):
             out[i].extend(verdicts)
@@ -375,12 +380,12 @@ class OpenAIJudge:
 
     # -- steps ---------------------------------------------------------------------------
 
-    def _decompose_one(self, answer: str) -> list[ClaimText] | JudgeFailure:
+    def _decompose_one(self, answer: str, question: str) -> list[ClaimText] | JudgeFailure:
         if not answer.strip():
             return []
         prompt = self._prompts["decompose"]
         messages = [{"role": "system", "content": prompt.system},
-                    {"role": "user", "content": prompt.render("user", answer=answer)}]
+                    {"role": "user", "content": prompt.render("user", answer=answer, question=question)}]
         result = self._call(prompt, messages, Decomposition)
         if isinstance(result, JudgeFailure):
             return result
@@ -397,12 +402,13 @@ class OpenAIJudge:
                 cursor = hit[1]
         return claims
 
-    def _extract_call(self, claim: str, passages: list[str]) -> list[Verdict | JudgeFailure]:
+    def _extract_call(self, claim: str, passages: list[str], question: str) -> list[Verdict | JudgeFailure]:
         if not claim.strip():
             return [JudgeFailure(kind="no_content", detail="the claim is empty") for _ in passages]
         prompt = self._prompts["extract"]
         messages = [{"role": "system", "content": prompt.system},
-                    {"role": "user", "content": prompt.render("user", claim=claim, passages=_numbered(passages))}]
+                    {"role": "user", "content": prompt.render("user", claim=claim, question=question,
+                                                                passages=_numbered(passages))}]
         first = self._call(prompt, messages, Extraction)
         if isinstance(first, JudgeFailure):
             return [first for _ in passages]

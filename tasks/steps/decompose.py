@@ -31,7 +31,7 @@ def claims_for_answers(answers: pd.DataFrame, judge: Judge) -> tuple[pd.DataFram
     rows: list[dict] = []
     stats = JudgeStats()
     records = answers.to_dict("records")
-    to_split = [r["answer"] for r in records if not isinstance(r["claims"], list)]
+    to_split = [(r["answer"], r["question"]) for r in records if not isinstance(r["claims"], list)]
     split = iter(judge.decompose_many(to_split))  # one batch: the judge may run it concurrently
     for rec in records:
         error = None
@@ -48,7 +48,7 @@ def claims_for_answers(answers: pd.DataFrame, judge: Judge) -> tuple[pd.DataFram
         rows.extend(
             {
                 "run": rec["run"], "question_id": rec["question_id"],
-                "claim_id": claim_id_for(rec["question_id"], i), "claim_index": i, "claim": c.text,
+                "claim_id": claim_id_for(rec["question_id"], i), "claim_index": i, "claim": c.text, "question": rec["question"],
                 "answer_start": c.start, "answer_end": c.end, "origin": origin, "decompose_error": error,
             }
             for i, c in enumerate(claims)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 from ragspan.tasks.core import schemas
 from ragspan.tasks.judges import make_judge
-from ragspan.tasks.judges.base import Judge, JudgeFailure, JudgeSpec, JudgeStats
+from ragspan.tasks.judges.base import Judge, JudgeFailure, JudgeItem, JudgeSpec, JudgeStats
 from ragspan.tasks.steps.cache_policy import step_task
 
 _PASSAGE_COLUMNS = ("source", "chunk_id", "doc_id", "passage_start", "rank", "in_context", "score", "passage_text")
@@ -30,7 +30,7 @@ def passages_per_claim(claims: pd.DataFrame, passages: pd.DataFrame) -> list[tup
         else:
             by_question.setdefault(qid, []).append(int(pos))
     out = []
-    for c in claims[["claim_id", "question_id", "claim", "decompose_error"]].to_dict("records"):
+    for c in claims[["claim_id", "question_id", "claim", "question", "decompose_error"]].to_dict("records"):
         if isinstance(c["decompose_error"], str):
             continue  # the answer could not be split: nothing to judge, diagnose says unjudged
         mine = by_claim.get(c["claim_id"], []) + by_question.get(c["question_id"], [])
@@ -46,7 +46,8 @@ def candidates_for_claims(claims: pd.DataFrame, passages: pd.DataFrame, judge: J
     passages = passages.reset_index(drop=True)
     work = passages_per_claim(claims, passages)
     texts = passages["passage_text"].tolist()
-    verdict_lists = judge.judge_many([(c["claim"], [texts[i] for i in mine]) for c, mine in work])
+    verdict_lists = judge.judge_many([JudgeItem(c["claim"], [texts[i] for i in mine], c["question"])
+                                      for c, mine in work])
     take: list[int] = []
     cols: dict[str, list] = {k: [] for k in ("claim_id", "verdict", "confidence", "quote", "quote_start", "reason", "error")}
     for (claim, mine), verdicts in zip(work, verdict_lists, strict=True):

@@ -30,6 +30,7 @@ def _empty_answers() -> pd.DataFrame:
         {
             "run": pd.Series([], dtype="str"),
             "question_id": pd.Series([], dtype="str"),
+            "question": pd.Series([], dtype="str"),
             "answer": pd.Series([], dtype="str"),
             "claims": pd.Series([], dtype=object),
         }
@@ -339,6 +340,8 @@ def _load_run(
         {
             "run": pd.Series(b.answers["run"], dtype="str"),
             "question_id": pd.Series(b.answers["question_id"], dtype="str"),
+            "question": pd.Series(b.answers["question_id"], dtype="str").map(
+                questions.set_index("question_id")["question"]).astype("str"),
             "answer": pd.Series(b.answers["answer"], dtype="str"),
             "claims": pd.Series(b.answers["claims"], dtype=object),
         }

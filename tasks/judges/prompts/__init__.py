@@ -27,8 +27,8 @@ PROMPTS_DIR = Path(__file__).resolve().parent
 _SECTION = re.compile(r"^# (system|user|reask)[ \t]*$", re.MULTILINE)
 # Placeholders each section must use: a prompt that lost one would silently send less.
 REQUIRED_PLACEHOLDERS: dict[str, dict[str, set[str]]] = {
-    "decompose": {"user": {"answer"}},
-    "extract": {"user": {"claim", "passages"}, "reask": {"problems"}},
+    "decompose": {"user": {"answer", "question"}},
+    "extract": {"user": {"claim", "question", "passages"}, "reask": {"problems"}},
 }
 
 
