@@ -94,6 +94,7 @@ def test_corpus_and_questions_every_format(tmp_path: Path, suffix: str) -> None:
     assert len(ws.answers) == 0 and list(ws.answers.columns) == [
         "run",
         "question_id",
+        "question",
         "answer",
         "claims",
     ]
@@ -640,3 +641,21 @@ def test_validated_inputs_are_cached_until_any_file_changes(tmp_path, monkeypatc
     for _ in range(2):
         with pytest.raises(InputError):
             load_workspace(data, "baseline", 800, 100, 3)
+
+
+def test_an_empty_question_is_allowed_a_null_one_is_not(tmp_path):
+    """Answers that answer no question (summaries) have an empty question: judged on the
+    claim alone. A null question is still a data error naming the file, row and field."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "corpus.jsonl").write_text(json.dumps({"doc_id": "d", "text": "Paris is in France."}) + "\n")
+    (data / "questions.jsonl").write_text(json.dumps({"question_id": "q", "question": ""}) + "\n")
+    (data / "runs").mkdir()
+    (data / "runs" / "r.jsonl").write_text(json.dumps({"question_id": "q", "answer": "Paris is in France.",
+                                                        "retrieved": [{"doc_id": "d", "char_start": 0,
+                                                                       "char_end": 19}]}) + "\n")
+    ws = load_workspace(data, "r", 800, 100, 3)
+    assert ws.answers["question"].tolist() == [""]
+    (data / "questions.jsonl").write_text(json.dumps({"question_id": "q", "question": None}) + "\n")
+    with pytest.raises(InputError, match="field 'question'"):
+        load_workspace(data, "r", 800, 100, 3)

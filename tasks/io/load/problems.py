@@ -65,11 +65,12 @@ def _require_columns(path: Path, df: pd.DataFrame, columns: tuple[str, ...]) -> 
 def _strings(
     values: list, field: str, probs: _Problems, *, blank_ok: bool = False, optional: bool = False
 ) -> list[str | None]:
-    """Check a string column; with optional=True, missing/blank become None."""
+    """Check a string column; with optional=True, missing/blank become None; with
+    blank_ok=True, any string (even empty) is kept."""
     out: list[str | None] = []
     reported = False
     for pos, v in enumerate(values):
-        if isinstance(v, str) and (v.strip() if not blank_ok else v):
+        if isinstance(v, str) and (blank_ok or v.strip()):
             out.append(v)
             continue
         if optional and (_is_missing(v) or (isinstance(v, str) and not v.strip())):

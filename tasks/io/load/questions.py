@@ -36,7 +36,9 @@ def _load_questions(data_dir: Path) -> tuple[pd.DataFrame, dict[str, str]]:
     df, rows = _strip_index(df)
     probs = _Problems(path, rows)
     qids = _strings(df["question_id"].tolist(), "question_id", probs)
-    qs = _strings(df["question"].tolist(), "question", probs)
+    # An empty question is allowed: answers that answer no question (summaries, reports)
+    # are judged on the claim alone. A missing value (null) is still an error.
+    qs = _strings(df["question"].tolist(), "question", probs, blank_ok=True)
     refs = (
         _strings(df["reference_answer"].tolist(), "reference_answer", probs, optional=True)
         if "reference_answer" in df.columns
