@@ -26,7 +26,7 @@ from ragspan.tasks.core.shards import Shard, ShardResult, passages_for, shards_o
 from ragspan.tasks.io.answer_store import context_key, remember_answers, reuse_answers
 from ragspan.tasks.io.load import load_inputs
 from ragspan.tasks.io.outputs import output_lock
-from ragspan.tasks.judges import judge_spec
+from ragspan.tasks.judges import judge_spec, support_threshold
 from ragspan.tasks.judges.base import JudgeSpec
 from ragspan.tasks.judges.local import set_processes
 from ragspan.tasks.reporting.report import report
@@ -38,13 +38,14 @@ from ragspan.tasks.steps.validate_offsets import validate_offsets
 
 
 @task(name="evaluate-shard", cache_policy=NO_CACHE)
-def evaluate_shard(shard: Shard, spec: JudgeSpec, index_dir: str, top_k: int, thr: float, code: str) -> ShardResult:
+def evaluate_shard(shard: Shard, spec: JudgeSpec, index_dir: str, top_k: int, thr: float, band: float,
+                   code: str) -> ShardResult:
     step = StepLedger()
     claims = step.run(decompose, shard.answers, spec, code)
     judged = step.run(validate_offsets, step.run(extract, claims, shard.passages, spec, code), code)
     hits = step.run(corpus_search, claims, judged, shard.passages, index_dir, top_k, thr, code)
     searched = step.run(validate_offsets, step.run(extract, claims, hits, spec, code), code)
-    return step.result(claims, judged, searched, step.run(diagnose, claims, judged, searched, thr, code))
+    return step.result(claims, judged, searched, step.run(diagnose, claims, judged, searched, thr, band, code))
 
 
 @flow(name="evaluate", log_prints=False,
@@ -53,16 +54,17 @@ def evaluate(data_dir: str, run: str, out_dir: str, params_path: str | None = No
              judge: str | None = None, overrides: dict[str, str] | None = None,
              compare_to: str | None = None) -> dict:
     settings = load_settings(params_path, {**(overrides or {}), **({"judge.kind": judge} if judge else {})})
-    spec, code, thr = judge_spec(settings.judge), code_version(), settings.judge.support_threshold
+    spec, code = judge_spec(settings.judge), code_version()
+    thr, band = support_threshold(settings.judge), settings.judge.uncertainty_band
     with output_lock(Path(out_dir)):  # a second run on the same --out is refused, not raced
         ws = timed(load_inputs, data_dir, run, settings)  # bad input stops here: before any judge call
         index_dir = timed(build_index, ws.chunks, ws.corpus, str(state_dir() / "index"))
         passages, top_k = passages_for(ws), settings.search.top_k
         known = timed(reuse_answers, ws.answers, passages, str(state_dir() / "answers"),
-                      context_key(spec, code, thr, top_k, index_dir), settings.pipeline.reuse_answers)
+                      context_key(spec, code, (thr, band), top_k, index_dir), settings.pipeline.reuse_answers)
         progress.current().reused(known.reused, -(-len(known.fresh) // settings.pipeline.shard_size))
         set_processes(judge_process_count(settings.pipeline))  # the local judge's worker processes
         shards = shards_of(known.fresh, passages, settings.pipeline.shard_size)
-        futures = [evaluate_shard.submit(s, spec, index_dir, top_k, thr, code) for s in shards]
+        futures = [evaluate_shard.submit(s, spec, index_dir, top_k, thr, band, code) for s in shards]
         run_tables = timed(remember_answers, known, ws.answers, [f.result() for f in futures])
         return timed(report, Path(out_dir), ws, settings, spec, run_tables, compare_to, known.reused)

@@ -47,7 +47,11 @@ class ChunkingParams(_Strict):
 
 class JudgeParams(_Strict):
     kind: Literal["local", "openai"] = "local"
-    support_threshold: float = Field(0.75, ge=0, le=1)
+    # Min probability of support for a `supported` verdict to count. "auto": the judge's
+    # own (the local judge's fitted decision threshold; 0.75 for an LLM's stated confidence).
+    support_threshold: float | Literal["auto"] = "auto"
+    # Labels resting on a probability within this distance of the threshold are `uncertain`.
+    uncertainty_band: float = Field(0.1, ge=0, le=0.5)
     partial_threshold: float = Field(0.45, ge=0, le=1)
     model: str = ""
     base_url: str = ""

@@ -24,6 +24,7 @@ from ragspan.tasks.judges.base import JudgeSpec, JudgeStats
 def _answers(n: int = 3) -> pd.DataFrame:
     return schemas.Answers.validate(pd.DataFrame({
         "run": ["r"] * n, "question_id": [f"q{i}" for i in range(n)],
+        "question": [f"Question {i}?" for i in range(n)],
         "answer": [f"Answer number {i}." for i in range(n)], "claims": [None] * n,
     }))
 
@@ -43,8 +44,8 @@ def _table(rows: list[dict], model: type) -> pd.DataFrame:
 
 def _result(question_ids: list[str], retry: frozenset[str] = frozenset()) -> ShardResult:
     claims = schemas.table([{"run": "r", "question_id": q, "claim_id": f"{q}:c0", "claim_index": 0,
-                             "claim": f"claim of {q}", "answer_start": 0, "answer_end": 5, "origin": "decomposed",
-                             "decompose_error": None} for q in question_ids], schemas.Claims)
+                             "claim": f"claim of {q}", "question": f"question {q}?", "answer_start": 0, "answer_end": 5,
+                             "origin": "decomposed", "decompose_error": None} for q in question_ids], schemas.Claims)
     spans = _table([{"claim_id": f"{q}:c0", "source": "retrieved", "chunk_id": f"c-{q}", "doc_id": "d",
                             "char_start": 0, "char_end": 4, "span_text": "text", "match": "exact", "rank": 1,
                             "in_context": True, "score": 0.5, "verdict": "supported", "confidence": 0.9,
@@ -53,12 +54,13 @@ def _result(question_ids: list[str], retry: frozenset[str] = frozenset()) -> Sha
                                 "answer_start": 0, "answer_end": 5, "label": "correct", "doc_id": "d",
                                 "chunk_id": f"c-{q}", "char_start": 0, "char_end": 4, "span_text": "text", "rank": 1,
                                 "in_context": True, "score": 0.5, "reason": "because", "source_conflict": False,
-                                "evidence_source": "retrieved", "match": "exact", "confidence": 0.9}
+                                "evidence_source": "retrieved", "match": "exact", "confidence": 0.9,
+                                "support_probability": 0.9, "uncertain": False}
                         for q in question_ids], schemas.Diagnoses)
     return ShardResult(claims, spans, diagnoses, JudgeStats(calls=len(question_ids)), {}, retry)
 
 
-CTX = context_key(JudgeSpec(), "code-1", 0.6, 5, "/state/index/abc123")
+CTX = context_key(JudgeSpec(), "code-1", (0.6, 0.1), 5, "/state/index/abc123")
 
 
 def test_a_changed_passage_changes_only_its_answers_key():
@@ -78,13 +80,14 @@ def test_keys_do_not_depend_on_answer_order_but_on_every_part_of_the_context():
     keys = answer_keys(answers, passages, CTX)
     assert answer_keys(answers.iloc[::-1].reset_index(drop=True), passages, CTX) == keys
     others = [
-        context_key(JudgeSpec(prompt_version="local-0"), "code-1", 0.6, 5, "/state/index/abc123"),
-        context_key(JudgeSpec(), "code-2", 0.6, 5, "/state/index/abc123"),
-        context_key(JudgeSpec(), "code-1", 0.7, 5, "/state/index/abc123"),
-        context_key(JudgeSpec(), "code-1", 0.6, 6, "/state/index/abc123"),
-        context_key(JudgeSpec(), "code-1", 0.6, 5, "/state/index/other"),
+        context_key(JudgeSpec(prompt_version="local-0"), "code-1", (0.6, 0.1), 5, "/state/index/abc123"),
+        context_key(JudgeSpec(), "code-2", (0.6, 0.1), 5, "/state/index/abc123"),
+        context_key(JudgeSpec(), "code-1", (0.7, 0.1), 5, "/state/index/abc123"),
+        context_key(JudgeSpec(), "code-1", (0.6, 0.1), 6, "/state/index/abc123"),
+        context_key(JudgeSpec(), "code-1", (0.6, 0.1), 5, "/state/index/other"),
+        context_key(JudgeSpec(), "code-1", (0.6, 0.2), 5, "/state/index/abc123"),
     ]
-    assert len({CTX, *others}) == 6
+    assert len({CTX, *others}) == 1 + len(others)
     for ctx in others:
         assert set(answer_keys(answers, passages, ctx).values()).isdisjoint(keys.values())
 
@@ -138,7 +141,7 @@ def test_reuse_off_evaluates_everything_and_stores_nothing(tmp_path: Path):
 
 def test_only_the_most_recent_contexts_are_kept(tmp_path: Path):
     answers, passages = _answers(1), _passages(1)
-    contexts = [context_key(JudgeSpec(), f"code-{i}", 0.6, 5, "idx") for i in range(MAX_CONTEXTS + 2)]
+    contexts = [context_key(JudgeSpec(), f"code-{i}", (0.6, 0.1), 5, "idx") for i in range(MAX_CONTEXTS + 2)]
     for ctx in contexts:
         r = split_known(answers, passages, tmp_path, ctx, enabled=True)
         remember(r, merged(r, answers, [_result(["q0"])]))

@@ -162,7 +162,7 @@ def child_steps(ws: Path, home: Path) -> dict:
     from ragspan.tasks.config import load_settings
     from ragspan.tasks.core.shards import passages_for, shards_of
     from ragspan.tasks.io.load import load_workspace
-    from ragspan.tasks.judges import judge_spec, make_judge
+    from ragspan.tasks.judges import judge_spec, make_judge, support_threshold
     from ragspan.tasks.reporting.report import write_results
     from ragspan.tasks.steps.corpus_search import (
         build_index_dir,
@@ -186,7 +186,7 @@ def child_steps(ws: Path, home: Path) -> dict:
         return out
 
     settings = load_settings(None)
-    spec, thr = judge_spec(settings.judge), settings.judge.support_threshold
+    spec, thr = judge_spec(settings.judge), support_threshold(settings.judge)
     w = t("load", load_workspace, ws, "scale", 800, 100, 3)
     index = str(t("build-index", build_index_dir, w.chunks, w.corpus, home / "index"))
     shards = t("shards", lambda: shards_of(w.answers, passages_for(w), settings.pipeline.shard_size))
@@ -205,7 +205,8 @@ def child_steps(ws: Path, home: Path) -> dict:
         hits = t("corpus-search", search)
         cand2, _ = t("extract", candidates_for_claims, claims, hits, judge)
         searched, _ = t("validate-offsets", judgements_from_candidates, cand2)
-        diag = t("diagnose", diagnoses_for_claims, claims, [judged, searched], thr)
+        diag = t("diagnose", diagnoses_for_claims, claims, [judged, searched], thr,
+                 settings.judge.uncertainty_band)
         claims_all.append(claims)
         judged_all += [judged, searched]
         diag_all.append(diag)

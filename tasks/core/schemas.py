@@ -126,6 +126,7 @@ class Candidates(pa.DataFrameModel):
     score: Series[float] = pa.Field(nullable=True)
     verdict: Series[str] = pa.Field(nullable=True, isin=list(VERDICTS))
     confidence: Series[float] = pa.Field(nullable=True, ge=0, le=1)
+    support: Series[float] = pa.Field(nullable=True, ge=0, le=1)  # P(this passage supports the claim)
     quote: Series[str] = pa.Field(nullable=True)
     quote_start: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0)
     passage_text: Series[str] = pa.Field(nullable=True)  # only where there is a quote to place
@@ -153,6 +154,7 @@ class Judgements(pa.DataFrameModel):
     score: Series[float] = pa.Field(nullable=True)
     verdict: Series[str] = pa.Field(nullable=True, isin=list(VERDICTS))
     confidence: Series[float] = pa.Field(nullable=True, ge=0, le=1)
+    support: Series[float] = pa.Field(nullable=True, ge=0, le=1)
     char_start: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0)
     char_end: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0)
     span_text: Series[str] = pa.Field(nullable=True)
@@ -216,6 +218,10 @@ class Diagnoses(pa.DataFrameModel):
     evidence_source: Series[str] = pa.Field(nullable=True)  # retrieved | corpus
     match: Series[str] = pa.Field(nullable=True, isin=list(MATCHES))
     confidence: Series[float] = pa.Field(nullable=True, ge=0, le=1)
+    # The claim's probability of being supported: the highest of its passages'. `uncertain`
+    # when the label rests on a probability within judge.uncertainty_band of the threshold.
+    support_probability: Series[float] = pa.Field(nullable=True, ge=0, le=1)
+    uncertain: Series[bool]
     byte_start: Series[pd.Int64Dtype] | None = pa.Field(nullable=True, ge=0)
     byte_end: Series[pd.Int64Dtype] | None = pa.Field(nullable=True, ge=0)
 

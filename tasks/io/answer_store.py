@@ -60,10 +60,10 @@ class Reuse:
     reused: int = 0  # answers served from the store
 
 
-def context_key(spec: JudgeSpec, code: str, support_threshold: float, top_k: int, index_dir: str) -> str:
+def context_key(spec: JudgeSpec, code: str, decision: tuple[float, float], top_k: int, index_dir: str) -> str:
     """What every answer's results share: judge, code, thresholds and the corpus index
     (its directory name is the hash of the chunk table with its texts)."""
-    blob = json.dumps([STORE_FORMAT, spec.as_dict(), code, support_threshold, top_k, Path(index_dir).name],
+    blob = json.dumps([STORE_FORMAT, spec.as_dict(), code, list(decision), top_k, Path(index_dir).name],
                       sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 

@@ -23,6 +23,21 @@ def make_judge(spec: JudgeSpec) -> Judge:
     raise ValueError(f"unknown judge kind {spec.kind!r}")
 
 
+# An LLM's stated confidence is not calibrated: ask for more of it than of a probability.
+LLM_SUPPORT_THRESHOLD = 0.75
+
+
+def support_threshold(params: JudgeParams) -> float:
+    """The min probability of support that counts, for the judge params.yaml asks for."""
+    if params.support_threshold != "auto":
+        return float(params.support_threshold)
+    if params.kind == "local":
+        from ragspan.tasks.judges.local import LOCAL_SUPPORT_THRESHOLD
+
+        return LOCAL_SUPPORT_THRESHOLD
+    return LLM_SUPPORT_THRESHOLD
+
+
 def judge_spec(params: JudgeParams) -> JudgeSpec:
     """The spec for the judge params.yaml asks for (its identity in every cache key)."""
     if params.kind == "local":

@@ -71,6 +71,9 @@ class Verdict(BaseModel):
     quote: str | None = None  # verbatim passage text (None for `unsupported`)
     quote_start: int | None = Field(None, ge=0)  # where the judge says the quote starts
     reason: str = ""
+    # The judge's probability that this passage supports the claim (calibrated for the
+    # local judge; derived from the model's stated confidence for an LLM judge).
+    support: float | None = Field(None, ge=0, le=1)
 
 
 class JudgeFailure(BaseModel):

@@ -48,6 +48,8 @@ from ragspan.tasks.judges.base import (
 # change here can change a verdict.
 LOCAL_JUDGE_MODEL = "ragspan-lexical"
 LOCAL_JUDGE_VERSION = "local-3"
+# judge.support_threshold "auto": the coverage a supported verdict needs to count.
+LOCAL_SUPPORT_THRESHOLD = 0.75
 
 # Negation words up to this many tokens before the first matched word still belong to
 # the matched stretch ("No refunds are issued ..." negates "refunds are issued").

@@ -452,7 +452,8 @@ class OpenAIJudge:
                 problems[n] = f"Passage {n}: no verdict was given for this passage."
                 continue
             if v.verdict == "unsupported":
-                ok[n] = Verdict(verdict="unsupported", confidence=v.confidence, reason=v.reason)
+                ok[n] = Verdict(verdict="unsupported", confidence=v.confidence, reason=v.reason,
+                                support=1 - v.confidence)
                 continue
             hit = locate_quote(passages[n - 1], v.quote, None)
             if hit is None:
@@ -461,8 +462,10 @@ class OpenAIJudge:
                                if not v.quote.strip() else
                                f"Passage {n}: the quote {shown!r} is not an exact substring of passage {n}.")
                 continue
+            # The model states how sure it is of its verdict; as a probability of support
+            # that is its confidence for `supported` and the rest for anything else.
             ok[n] = Verdict(verdict=v.verdict, confidence=v.confidence, quote=v.quote, quote_start=hit[0],
-                            reason=v.reason)
+                            reason=v.reason, support=v.confidence if v.verdict == "supported" else 1 - v.confidence)
         return ok, problems
 
     # -- one model call: cache, budget, retries, typed outcomes --------------------------

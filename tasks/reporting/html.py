@@ -321,6 +321,12 @@ def _claims_section(metrics: dict, diagnoses: pd.DataFrame, answers: pd.DataFram
         for d in recs:
             attrs = "".join(f' data-m{j}="{_e(meta[j][d["claim_id"]])}"' for j in range(len(keys)))
             flag = ' <span class="flag">source_conflict</span>' if d.get("source_conflict") else ""
+            p = d.get("support_probability")
+            if d.get("uncertain"):
+                attrs += ' data-uncertain="1"'
+                flag += f' <span class="flag unc">uncertain · P(supported) {p:.2f}</span>'
+            elif not _missing(p):
+                flag += f' <span class="prob">P(supported) {p:.2f}</span>'
             ev = _claim_evidence(d, spans_of.get(d["claim_id"], []), texts, cutoffs.get(qid))
             items.append(f'<li class="claim" id="{ids[d["claim_id"]]}" data-label="{_e(d["label"])}"{attrs}>'
                          f'<p class="ctext"><span class="lab lab-{_e(d["label"])}">{_e(d["label"])}</span>{flag} '
@@ -357,6 +363,7 @@ def _filters(metrics: dict, keys: list[str]) -> str:
     return (f'<form id="filters" class="filters" hidden><label>label <select id="f-label" name="label">'
             f'<option value="">all</option>{labels}</select></label>{"".join(selects)}'
             '<label>text <input id="f-text" type="search" placeholder="search claims, answers, documents">'
+            f'</label><label><input id="f-uncertain" type="checkbox"> only uncertain ({metrics.get("uncertain", 0)})'
             '</label><button type="reset">reset</button> <output id="f-count"></output></form>')
 
 
@@ -373,6 +380,7 @@ _SCRIPT = r"""
   var text = document.getElementById("f-text");
   var count = document.getElementById("f-count");
   var metas = Array.prototype.slice.call(form.querySelectorAll("select[data-key]"));
+  var uncertain = document.getElementById("f-uncertain");
   var claims = Array.prototype.slice.call(document.querySelectorAll("li.claim"));
   var cards = Array.prototype.slice.call(document.querySelectorAll("article.q"));
   var hay = new Map();
@@ -385,6 +393,7 @@ _SCRIPT = r"""
     var want = label.value, q = text.value.trim().toLowerCase(), shown = 0;
     claims.forEach(function (li) {
       var ok = (!want || li.getAttribute("data-label") === want) &&
+        (!uncertain.checked || li.getAttribute("data-uncertain") === "1") &&
         metas.every(function (s) { return !s.value || li.getAttribute("data-" + s.getAttribute("data-key")) === s.value; }) &&
         (!q || hay.get(li).indexOf(q) >= 0);
       li.hidden = !ok;
@@ -415,6 +424,7 @@ table.head td{border-bottom:1px solid #eee}.ci{color:#555}.big{font-size:17px}.n
 font-size:13px}dl.manifest dt{color:#555}dl.manifest dd{margin:0}code{font-size:12px;background:#f3f3f3;padding:0 3px}
 .lab{color:#fff;border-radius:3px;padding:0 6px;font-size:12px;text-decoration:none;white-space:nowrap}
 .flag{background:#000;color:#fff;border-radius:3px;padding:0 6px;font-size:12px}
+.flag.unc{background:#8d6e00}.prob{color:#555;font-size:12px}
 figure.chart{margin:1em 0}figure.chart svg{max-width:100%;height:auto}figcaption{color:#555;font-size:13px}
 article.q{border:1px solid #ddd;border-radius:6px;padding:4px 14px;margin:14px 0}
 article.q h3{margin:6px 0}.qid{font-family:monospace;color:#555;margin-right:6px}.meta{color:#555;font-size:13px;margin:0}

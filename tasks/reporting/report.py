@@ -53,6 +53,9 @@ def metrics_for(run: str, diagnoses: pd.DataFrame, corpus: pd.DataFrame, questio
         "labels": labels,
         "failure_share": {l: (round(labels[l]["count"] / failures, 4) if failures else None) for l in FAILURE_LABELS},
         "source_conflicts": int(diagnoses["source_conflict"].sum()),
+        # labels resting on a probability near the threshold: what to check first, or send
+        # to an LLM judge
+        "uncertain": int(diagnoses["uncertain"].sum()) if "uncertain" in diagnoses.columns else 0,
         "by_metadata": breakdowns(diagnoses, corpus, questions, retrieved),
         "judge": judge_stats,
         "manifest": manifest,

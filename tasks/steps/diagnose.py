@@ -98,7 +98,42 @@ def _records(table: pd.DataFrame) -> list[dict]:
     return schemas.records(table, missing_as_none=True)
 
 
-def diagnoses_for_claims(claims: pd.DataFrame, judged: Iterable[pd.DataFrame], support_threshold: float) -> pd.DataFrame:
+def tier_support(judged: Iterable[pd.DataFrame]) -> dict[str, list[float | None]]:
+    """Per claim, the highest probability of support in each tier (in context, below the
+    cutoff, corpus-wide): what its label rests on. None where a tier has no probability."""
+    frames = [t[["claim_id", "source", "in_context", "support"]] for t in judged if len(t)]
+    if not frames:
+        return {}
+    j = pd.concat(frames, ignore_index=True)
+    j = j[j["support"].notna() & (j["source"] != "reference")]
+    tier = (j["source"] == "corpus").astype(int) * 2 + ((j["source"] == "retrieved") & ~j["in_context"].astype(bool))
+    best = j.assign(tier=tier.to_numpy()).groupby(["claim_id", "tier"])["support"].max()
+    out: dict[str, list[float | None]] = {}
+    for (cid, t), p in best.items():
+        out.setdefault(cid, [None, None, None])[int(t)] = float(p)
+    return out
+
+
+# How many tiers a label examined before it was decided (correct: only the context).
+_TIERS_EXAMINED = {"correct": 1, "rank_failure": 2, "retrieval_miss": 3, "synthesis_error": 3, "hallucination": 3}
+
+
+def support_and_uncertainty(label: str, tiers: list[float | None] | None, threshold: float,
+                            band: float) -> tuple[float | None, bool]:
+    """(the claim's probability of support, is its label uncertain). Uncertain when a
+    tier the label rests on has its best probability within `band` of the threshold:
+    a small change in the judge would move the claim to another label."""
+    if not tiers or label == "unjudged":
+        return (max((p for p in (tiers or []) if p is not None), default=None), False)
+    examined = [p for p in tiers[:_TIERS_EXAMINED.get(label, 3)] if p is not None]
+    probability = max((p for p in tiers if p is not None), default=None)
+    return probability, any(abs(p - threshold) <= band for p in examined)
+
+
+def diagnoses_for_claims(claims: pd.DataFrame, judged: Iterable[pd.DataFrame], support_threshold: float,
+                         uncertainty_band: float = 0.0) -> pd.DataFrame:
+    judged = list(judged)
+    tiers = tier_support(judged)
     per_claim: dict[str, list[dict]] = {}
     for table in judged:
         # Only rows that can decide something: a supported/partial verdict or a judge
@@ -115,11 +150,13 @@ def diagnoses_for_claims(claims: pd.DataFrame, judged: Iterable[pd.DataFrame], s
         if d["label"] == "correct" and any(j["source"] == "reference" and j["verdict"] == "partial" for j in mine):
             d["source_conflict"] = True
             d["reason"] += "; the reference answer contradicts it (source_conflict)"
+        d["support_probability"], d["uncertain"] = support_and_uncertainty(
+            d["label"], tiers.get(c["claim_id"]), support_threshold, uncertainty_band)
         rows.append(d)
     return schemas.table(rows, schemas.Diagnoses)
 
 
 @step_task("diagnose")
 def diagnose(claims: pd.DataFrame, judged: pd.DataFrame, searched: pd.DataFrame,
-             support_threshold: float, code: str) -> pd.DataFrame:
-    return diagnoses_for_claims(claims, [judged, searched], support_threshold)
+             support_threshold: float, uncertainty_band: float, code: str) -> pd.DataFrame:
+    return diagnoses_for_claims(claims, [judged, searched], support_threshold, uncertainty_band)

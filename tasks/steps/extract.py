@@ -49,7 +49,8 @@ def candidates_for_claims(claims: pd.DataFrame, passages: pd.DataFrame, judge: J
     verdict_lists = judge.judge_many([JudgeItem(c["claim"], [texts[i] for i in mine], c["question"])
                                       for c, mine in work])
     take: list[int] = []
-    cols: dict[str, list] = {k: [] for k in ("claim_id", "verdict", "confidence", "quote", "quote_start", "reason", "error")}
+    fields = ("verdict", "confidence", "support", "quote", "quote_start", "reason", "error")
+    cols: dict[str, list] = {k: [] for k in ("claim_id", *fields)}
     for (claim, mine), verdicts in zip(work, verdict_lists, strict=True):
         if len(mine) != len(verdicts):
             raise ValueError(f"judge returned {len(verdicts)} verdicts for {len(mine)} passages")
@@ -58,10 +59,10 @@ def candidates_for_claims(claims: pd.DataFrame, passages: pd.DataFrame, judge: J
         for v in verdicts:
             if isinstance(v, JudgeFailure):
                 stats += JudgeStats.failure(v.kind)
-                row = (None, None, None, None, v.detail, v.kind)
+                row = (None, None, None, None, None, v.detail, v.kind)
             else:
-                row = (v.verdict, v.confidence, v.quote, v.quote_start, v.reason, None)
-            for k, x in zip(("verdict", "confidence", "quote", "quote_start", "reason", "error"), row):
+                row = (v.verdict, v.confidence, v.support, v.quote, v.quote_start, v.reason, None)
+            for k, x in zip(fields, row):
                 cols[k].append(x)
     table = passages.iloc[take][list(_PASSAGE_COLUMNS)].reset_index(drop=True)
     for k, values in cols.items():

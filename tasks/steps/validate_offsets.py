@@ -20,7 +20,7 @@ from ragspan.tasks.judges.base import JudgeStats
 from ragspan.tasks.steps.cache_policy import step_task
 
 _KEEP = ("claim_id", "source", "chunk_id", "doc_id", "rank", "in_context", "score", "verdict", "confidence",
-         "reason", "error")
+         "support", "reason", "error")
 
 
 def judgements_from_candidates(candidates: pd.DataFrame) -> tuple[pd.DataFrame, JudgeStats]:
@@ -29,6 +29,7 @@ def judgements_from_candidates(candidates: pd.DataFrame) -> tuple[pd.DataFrame, 
     c = candidates.reset_index(drop=True)
     n = len(c)
     verdict, confidence = c["verdict"].astype(object).tolist(), c["confidence"].astype(object).tolist()
+    support = c["support"].astype(object).tolist()
     reason, error = c["reason"].astype(object).tolist(), c["error"].astype(object).tolist()
     char_start: list = [None] * n
     char_end: list = [None] * n
@@ -44,13 +45,14 @@ def judgements_from_candidates(candidates: pd.DataFrame) -> tuple[pd.DataFrame, 
         found = locate_quote(text, quote, hint)
         if found is None:
             invalid += 1
-            verdict[i], confidence[i], error[i] = None, None, "invalid_quote"
+            verdict[i], confidence[i], support[i], error[i] = None, None, None, "invalid_quote"
             reason[i] = f"quote not found in the passage: {quote[:80]!r}"
         else:
             s, e, how = found
             char_start[i], char_end[i], span_text[i], match[i] = int(base) + s, int(base) + e, text[s:e], how
     table = c[list(_KEEP)].copy()
-    for k, values in (("verdict", verdict), ("confidence", confidence), ("reason", reason), ("error", error),
+    for k, values in (("verdict", verdict), ("confidence", confidence), ("support", support), ("reason", reason),
+                      ("error", error),
                       ("char_start", char_start), ("char_end", char_end), ("span_text", span_text),
                       ("match", match)):
         table[k] = pd.Series(values, dtype=object)
