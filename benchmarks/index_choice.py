@@ -2,8 +2,8 @@
 
     .venv/bin/python benchmarks/index_choice.py [--sizes 1000,100000] [--queries 1000] [--seed 13]
 
-tantivy is needed only here: `.venv/bin/pip install -e '.[bench]'` (the `bench` extra of
-pyproject.toml; the product itself does not use tantivy).
+Both are project dependencies: tantivy is the corpus-wide search (tasks/steps/corpus_search.py),
+bm25s the demo RAG's retriever (tasks/tools/demo_rag.py).
 
 Corpora (built in a temporary directory at run time; the source data is never copied):
 - the real chunks: XQuAD paragraphs and ClapNQ passages, cut as in benchmarks/_data.py

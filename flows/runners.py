@@ -1,7 +1,7 @@
 """Which Prefect task runner executes the shards: one place for the choice.
 
 - `thread` (default): a thread pool of `pipeline.shard_concurrency` workers — best on a
-  small machine (STACK.md: process pools cost ~150 ms per task on 2 cores); the OpenAI
+  small machine (docs/stack.md: process pools cost ~150 ms per task on 2 cores); the OpenAI
   judge runs its HTTP calls concurrently inside each shard anyway.
 - `dask`: prefect-dask's DaskTaskRunner, on an existing cluster (`--dask-address
   tcp://host:8786`) or a temporary local one. It pays off on real multi-node clusters

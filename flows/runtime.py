@@ -24,7 +24,7 @@ def configure_prefect() -> None:
         "PREFECT_SERVER_LOGGING_LEVEL": "CRITICAL",
         "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
         # Task runs are still cached and persisted; the temporary server just does not
-        # record them (removes most SQLite lock contention, STACK.md).
+        # record them (removes most SQLite lock contention, docs/stack.md).
         "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_ENABLED": "false",
         "DVC_NO_ANALYTICS": "1",
     }

@@ -1,5 +1,5 @@
 """Test-wide setup: an isolated ragspan/Prefect/DVC state dir, and one Prefect test
-server for the whole session (STACK.md: startup costs seconds, pay it once)."""
+server for the whole session (docs/stack.md: startup costs seconds, pay it once)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Text primitives shared by the steps: sentences, tokens with offsets, normalisation.
 
 Every offset here is a Python `str` index (a Unicode code point), end-exclusive —
-the unit of the whole project (DESIGN §1).
+the unit of the whole project (docs/design.md §1).
 """
 
 from __future__ import annotations

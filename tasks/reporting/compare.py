@@ -1,6 +1,6 @@
 """compare: what changed between two evaluations of the same questions.
 
-Pure functions over two diagnoses tables (one row per claim, DESIGN §4):
+Pure functions over two diagnoses tables (one row per claim, docs/design.md §4):
 
 - `rate_deltas`: per label, the rate (over judged claims) in A and B, B − A, and a paired
   bootstrap confidence interval that resamples *questions* (claims of one answer are not

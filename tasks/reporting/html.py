@@ -16,7 +16,7 @@ Content-Security-Policy allows only that script (by hash), inline styles and dat
 so even a bug in escaping could not run injected code or reach the network.
 
 Each evidence highlight is `<mark class="ev" data-doc data-start data-end data-claim>`;
-offsets are Python code-point offsets into the document (DESIGN §1). There is one such
+offsets are Python code-point offsets into the document (docs/design.md §1). There is one such
 mark per row of spans.parquet (plus, defensively, a deciding span missing from it).
 
 The optional `comparison` is the JSON of `ragspan compare --format json` with this run as

@@ -185,7 +185,7 @@ def write_results(out_dir: Path, run: str, claims: pd.DataFrame, spans: pd.DataF
                   diagnoses: pd.DataFrame, answers: pd.DataFrame, retrieved: pd.DataFrame,
                   corpus: pd.DataFrame, questions: pd.DataFrame, judge_stats: dict, manifest: dict,
                   comparison: dict | None = None) -> dict:
-    """Compute metrics and write every output of DESIGN §4 atomically, plus the chart images
+    """Compute metrics and write every output of docs/design.md §4 atomically, plus the chart images
     (CHART_FILES as .svg and .png) and summary.md; returns metrics. `comparison` (the JSON
     of `ragspan compare --format json`, this run as side B) adds deltas to the report."""
     from ragspan.tasks.io.outputs import write_atomic_dir

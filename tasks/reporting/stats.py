@@ -7,7 +7,7 @@ deterministic: the same diagnoses give the same intervals on every machine.
 
     rate_intervals(diagnoses) -> {label: {"low": float | None, "high": float | None}}
 
-`unjudged` gets no interval (it has no rate: DESIGN §2). An interval is None when no
+`unjudged` gets no interval (it has no rate: docs/design.md §2). An interval is None when no
 resample holds a judged claim (an empty run).
 """
 

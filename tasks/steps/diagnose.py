@@ -1,4 +1,4 @@
-"""diagnose: every claim gets exactly one label of the closed taxonomy (DESIGN §2).
+"""diagnose: every claim gets exactly one label of the closed taxonomy (docs/design.md §2).
 
     claim
     ├── the answer could not be decomposed ............................ unjudged

@@ -5,7 +5,7 @@ written: offsets are computed here from the passage text the judge actually saw
 (`passage_start` + position in the passage), never taken from the judge.
 
 Matching, in order: `exact` (the quote at the judge's own `quote_start`, else its
-occurrence nearest to it), then `normalized` (tasks.text.normalize_with_map: NFKC,
+occurrence nearest to it), then `normalized` (tasks.core.text.normalize_with_map: NFKC,
 casefold, quote/dash folding, zero-width and soft-hyphen removal, whitespace runs
 collapsed) mapped back to raw offsets. A quote found neither way is an
 `invalid_quote`: the verdict is dropped and counted, never silently kept.

@@ -20,7 +20,7 @@ Two parts, both deterministic:
   number from the top context chunk, with that number changed → `synthesis_error`) or
   `invent` (a sentence about nothing in the corpus → `hallucination`).
 
-`demo_run(...)` returns the run records (DESIGN §3) and, per question, the label the demo
+`demo_run(...)` returns the run records (docs/design.md §3) and, per question, the label the demo
 meant to cause (`intended`), which the tests compare with ragspan's diagnosis.
 """
 
