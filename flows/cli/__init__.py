@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from ragspan.flows.runtime import configure_prefect
+from ragspan.tasks.errors import RagspanError
 
 DEFAULT_PARAMS = Path("params.yaml")
 # Further subcommands, each module exposing `register(subparsers)` that adds its parsers
@@ -51,7 +52,6 @@ def main(argv: list[str] | None = None) -> int:
         # A bad input or judge failure is reported once, below, not as a Prefect traceback.
         for name in ("prefect.flow_runs", "prefect.task_runs", "prefect.engine"):
             logging.getLogger(name).setLevel(logging.CRITICAL)
-    from ragspan.tasks.errors import RagspanError
 
     try:
         return args.func(args)

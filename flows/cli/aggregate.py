@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ragspan.flows.cli import params_path
+from ragspan.tasks.config import load_settings
+
 
 def cmd_aggregate(args: argparse.Namespace) -> int:
-    from ragspan.flows.cli import params_path
-    from ragspan.tasks.config import load_settings
     from ragspan.tasks.reporting.aggregate import aggregate_markdown, write_aggregate
 
     runs = args.runs or load_settings(params_path(args.params)).data.runs

@@ -9,6 +9,8 @@ import argparse
 import json
 from datetime import UTC, datetime
 
+from ragspan.tasks.config import state_dir
+
 
 def _cache(args: argparse.Namespace):
     from ragspan.tasks.judges.cache import JudgeCache
@@ -22,7 +24,6 @@ def _when(ts: float | None) -> str:
 
 def _other_stores() -> dict[str, dict]:
     """Size of the answer store and the validated-inputs cache (docs/operations.md)."""
-    from ragspan.tasks.config import state_dir
 
     out = {}
     for name, sub in (("answer_store", "answers"), ("inputs", "inputs")):
@@ -56,7 +57,6 @@ def cmd_clear(args: argparse.Namespace) -> int:
     if args.answers or args.inputs:
         import shutil
 
-        from ragspan.tasks.config import state_dir
 
         for flag, sub in ((args.answers, "answers"), (args.inputs, "inputs")):
             if flag:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from ragspan.tasks.config import state_dir
 from ragspan.tasks.errors import OutputBusy
 
 
@@ -55,7 +56,6 @@ def output_lock(out_dir: Path) -> Iterator[None]:
     The lock file lives in the state dir (keyed by the absolute path), not next to the
     outputs, so results directories stay clean. flock is released by the kernel if the
     process dies, so a killed run never leaves a stale lock."""
-    from ragspan.tasks.config import state_dir
 
     target = str(Path(out_dir).resolve())
     locks = state_dir() / "locks"

@@ -32,6 +32,8 @@ from pathlib import Path
 from typing import Any, Self
 from urllib.parse import urlsplit, urlunsplit
 
+from ragspan.tasks.config import state_dir
+
 CACHE_FILE = "judge-cache.sqlite"
 _BUSY_TIMEOUT_MS = 60_000
 _INIT_LOCK = threading.Lock()  # one thread at a time sets a cache file up
@@ -55,7 +57,6 @@ CREATE INDEX IF NOT EXISTS judge_calls_model ON judge_calls (model, prompt_id, p
 
 
 def default_cache_path() -> Path:
-    from ragspan.tasks.config import state_dir
 
     return state_dir() / CACHE_FILE
 

@@ -62,6 +62,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 from ragspan.tasks.core.locate import locate_quote
+from ragspan.tasks.errors import ConfigError
 from ragspan.tasks.judges.base import (
     AnswerItem,
     ClaimText,
@@ -190,7 +191,6 @@ def openai_spec(params: Any) -> JudgeSpec:
     """The JudgeSpec of params.yaml's `judge:` section for kind=openai. Raises ConfigError
     (before any work) when the model is missing, the URL carries credentials, or no key
     is set for a non-loopback endpoint."""
-    from ragspan.tasks.errors import ConfigError
 
     model = (getattr(params, "model", "") or "").strip()
     if not model:

@@ -15,9 +15,16 @@ from pathlib import Path
 import pandas as pd
 from prefect import task
 from prefect.cache_policies import NO_CACHE
+from ragspan.tasks.core.byte_offsets import utf8_spans
 from ragspan.tasks.core.taxonomy import FAILURE_LABELS, LABELS, STAGES
+from ragspan.tasks.io.manifest import manifest_for
+from ragspan.tasks.io.outputs import write_atomic_dir
+from ragspan.tasks.judges.openai_judge import estimated_cost
+from ragspan.tasks.reporting import charts
 from ragspan.tasks.reporting.findings import concentration, fix_order
 from ragspan.tasks.reporting.groups import claim_groups
+from ragspan.tasks.reporting.html import render_report
+from ragspan.tasks.reporting.stats import bootstrap_spec, rate_intervals
 
 
 def label_counts(diagnoses: pd.DataFrame) -> dict[str, dict[str, float | int | None]]:
@@ -84,7 +91,6 @@ def render_html(metrics: dict, diagnoses: pd.DataFrame, answers: pd.DataFrame, c
                 spans: pd.DataFrame | None = None, questions: pd.DataFrame | None = None,
                 retrieved: pd.DataFrame | None = None, comparison: dict | None = None) -> str:
     """report.html (see tasks/reporting/html.py): every piece of text escaped, no network."""
-    from ragspan.tasks.reporting.html import render_report
 
     return render_report(metrics, diagnoses, answers, corpus, spans=spans, questions=questions,
                          retrieved=retrieved, comparison=comparison)
@@ -96,7 +102,6 @@ CHART_FILES = ("taxonomy", "ranks", "by_metadata")
 
 def chart_images(metrics: dict, diagnoses: pd.DataFrame, retrieved: pd.DataFrame | None) -> dict[str, bytes]:
     """{file name: content}: `<chart>.svg` and `<chart>.png` for each of CHART_FILES."""
-    from ragspan.tasks.reporting import charts
 
     built = {
         "taxonomy": charts.taxonomy_chart(metrics),
@@ -175,7 +180,6 @@ def broken_spans(spans: pd.DataFrame, corpus: pd.DataFrame) -> list[str]:
 
 def with_byte_offsets(table: pd.DataFrame, texts: dict[str, str]) -> pd.DataFrame:
     """`table` plus byte_start/byte_end: the span's UTF-8 byte offsets (null where none)."""
-    from ragspan.tasks.core.byte_offsets import utf8_spans
 
     bs, be = utf8_spans(texts, table["doc_id"].tolist(), table["char_start"].tolist(), table["char_end"].tolist())
     return table.assign(byte_start=pd.array(bs, dtype="Int64"), byte_end=pd.array(be, dtype="Int64"))
@@ -188,8 +192,6 @@ def write_results(out_dir: Path, run: str, claims: pd.DataFrame, spans: pd.DataF
     """Compute metrics and write every output of docs/design.md §4 atomically, plus the chart images
     (CHART_FILES as .svg and .png) and summary.md; returns metrics. `comparison` (the JSON
     of `ragspan compare --format json`, this run as side B) adds deltas to the report."""
-    from ragspan.tasks.io.outputs import write_atomic_dir
-    from ragspan.tasks.reporting.stats import bootstrap_spec, rate_intervals
 
     bad = broken_spans(spans, corpus) + broken_spans(diagnoses.dropna(subset=["char_start"]), corpus)
     if bad:  # a bug upstream, never data: refuse to write rather than write a lie
@@ -222,8 +224,6 @@ def report(out_dir: Path, ws, settings, spec, run, compare_to: str | None = None
     tasks.shards.ShardResult: stored answers + shards, in answer order).
     `compare_to`: a `ragspan compare --format json` file whose deltas the report shows;
     `answers_reused`: answers served from the answer store (tasks/io/answer_store.py)."""
-    from ragspan.tasks.io.manifest import manifest_for
-    from ragspan.tasks.judges.openai_judge import estimated_cost
 
     claims, spans, diagnoses, judge_stats, states = run.claims, run.spans, run.diagnoses, run.stats, run.states
     manifest = manifest_for(ws.run, ws.data_dir, ws.input_files, settings, spec,

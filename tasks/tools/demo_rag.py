@@ -37,7 +37,9 @@ from pathlib import Path
 
 import bm25s
 import pandas as pd
+from ragspan.tasks.config import state_dir
 from ragspan.tasks.core.text import sentence_spans
+from ragspan.tasks.io.load import load_workspace
 from ragspan.tasks.io.outputs import write_atomic_dir
 from ragspan.tasks.steps.corpus_search import index_terms
 
@@ -130,7 +132,6 @@ def best_sentence(query_terms: set[str], text: str, need_number: bool = False) -
 def build_index(data_dir: str | Path, spec: IndexSpec, index_dir: str | Path) -> Path:
     """Build the demo index for `spec` over the data dir's chunks; atomic (the directory
     appears whole, replacing the previous version)."""
-    from ragspan.tasks.io.load import load_workspace
 
     ws = load_workspace(data_dir, None, 800, 100, 3)
     held = _chunk_texts(ws.corpus, indexed_chunks(ws.chunks, spec))
@@ -194,7 +195,6 @@ def demo_run(data_dir: str | Path, index_dir: str | Path) -> tuple[list[dict], d
     """Answer every question of the data dir with the index at `index_dir`.
 
     Returns (run records, {question_id: intended label})."""
-    from ragspan.tasks.io.load import load_workspace
 
     spec = read_spec(index_dir)
     ws = load_workspace(data_dir, None, 800, 100, 3)
@@ -244,7 +244,6 @@ def write_run(records: list[dict], out: str | Path) -> Path:
 
 
 def default_index_dir(name: str) -> Path:
-    from ragspan.tasks.config import state_dir
 
     return state_dir() / "demo-index" / name
 

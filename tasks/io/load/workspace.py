@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 from prefect import task
 from prefect.cache_policies import NO_CACHE
-from ragspan.tasks.config import Settings
+from ragspan.tasks.config import Settings, loader_version, state_dir
 from ragspan.tasks.errors import InputError
 from ragspan.tasks.io.load.chunks import _load_chunks
 from ragspan.tasks.io.load.corpus import load_corpus
@@ -60,7 +60,6 @@ def _content_digest(h: Any, data_dir: Path, paths: list[Path]) -> str:
 
 
 def _input_keys(data_dir: Path, run: str | None, base_args: tuple, run_args: tuple) -> tuple[str, str]:
-    from ragspan.tasks.config import loader_version
 
     # What the loader can read: the three tables in any form, and a corpus/ folder.
     tables = [data_dir / f"{stem}{suffix}" for stem in ("corpus", "chunks", "questions") for suffix in TABLE_SUFFIXES]
@@ -107,7 +106,6 @@ def load_workspace(
 ) -> Workspace:
     """Load and validate everything one evaluation needs; the first problem raises InputError.
     Unchanged files are served from the validated-inputs cache (see INPUT_CACHE_KEEP)."""
-    from ragspan.tasks.config import state_dir
 
     data_dir = Path(data_dir)
     if not data_dir.is_dir():
