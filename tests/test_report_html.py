@@ -85,7 +85,8 @@ def hostile_inputs() -> dict:
                "answer_start": a[0] if a else None, "answer_end": a[1] if a else None, "label": label,
                "doc_id": None, "chunk_id": None, "char_start": None, "char_end": None, "span_text": None,
                "rank": None, "in_context": None, "score": None, "reason": "because <script>alert(9)</script>",
-               "source_conflict": False, "evidence_source": None, "match": None, "confidence": None}
+               "source_conflict": False, "evidence_source": None, "match": None, "confidence": None,
+               "support_probability": None, "uncertain": False}
         if span is not None:
             sp = spans.iloc[span]
             row.update({"doc_id": sp["doc_id"], "chunk_id": sp["chunk_id"], "char_start": sp["char_start"],
@@ -99,7 +100,7 @@ def hostile_inputs() -> dict:
         diag('q"1', 'q"1:c0', ANSWER[a1[0]:a1[1]], a1, "rank_failure", span=2),
         diag('q"1', 'q"1:c1', ANSWER[a2[0]:a2[1]], a2, "correct", span=3, source_conflict=True),
         diag('q"1', 'q"1:c2', "Unlocated <claim>", None, "hallucination"),
-        diag("q2", "q2:c0", "Two seats.", (0, 10), "correct", span=4),
+        diag("q2", "q2:c0", "Two seats.", (0, 10), "correct", span=4, support_probability=0.58, uncertain=True),
         diag("q2", "q2:c1", "👍👍", None, "unjudged"),
     ]))
     metrics = report.metrics_for("r", diagnoses, corpus, questions, retrieved, {"judge": "local", "calls": 3},
@@ -379,3 +380,11 @@ def test_huge_runs_show_the_questions_with_most_failures(monkeypatch):
     assert "Showing the 1 of 2 questions with the most failures" in page
     assert page.count('<article class="q"') == 1
     assert html.escape(shown, quote=True) in page
+
+
+def test_uncertain_claims_are_counted_flagged_and_filterable():
+    page, i = render_hostile()
+    assert i["metrics"]["uncertain"] == 1
+    assert page.count('data-uncertain="1"') == 1
+    assert "uncertain · P(supported) 0.58" in page
+    assert 'id="f-uncertain"' in page and "only uncertain (1)" in page
