@@ -52,7 +52,6 @@ class JudgeParams(_Strict):
     support_threshold: float | Literal["auto"] = "auto"
     # Labels resting on a probability within this distance of the threshold are `uncertain`.
     uncertainty_band: float = Field(0.1, ge=0, le=0.5)
-    partial_threshold: float = Field(0.45, ge=0, le=1)
     model: str = ""
     base_url: str = ""
     # openai judge only (docs/judges.md); the key itself is never in params

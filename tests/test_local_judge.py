@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from ragspan.tasks.judges.base import JudgeFailure, JudgeSpec, Verdict
-from ragspan.tasks.judges.local import LocalJudge, split_claims
+from ragspan.tasks.judges.local import LocalJudge, local_support_threshold, split_claims
 
 PASSAGE = (
     "Northwind Cloud was founded in 2014 in Lisbon. Customers can request a full refund "
@@ -26,7 +26,7 @@ def verdict(judge: LocalJudge, claim: str, passage: str = PASSAGE) -> Verdict:
 
 def test_paraphrase_is_supported_with_a_verbatim_minimal_quote(judge):
     v = verdict(judge, "Customers can get a full refund within 30 days of purchase.")
-    assert v.verdict == "supported" and v.confidence >= 0.75
+    assert v.verdict == "supported" and v.confidence == v.support >= local_support_threshold()
     assert v.quote in PASSAGE and PASSAGE[v.quote_start : v.quote_start + len(v.quote)] == v.quote
     assert "Lisbon" not in v.quote and "reserved" not in v.quote  # minimal, not the whole passage
 
@@ -147,3 +147,68 @@ def test_judge_processes_default_to_the_cores_but_at_most_four():
     assert judge_process_count(PipelineParams(judge_processes=6)) == 6  # asked for: given
     assert judge_process_count(PipelineParams(judge_processes=1)) == 1
     assert judge_process_count(PipelineParams()) == min(os.cpu_count() or 1, DEFAULT_MAX_JUDGE_PROCESSES) <= 4
+
+
+def test_words_a_claim_only_repeats_from_its_question_are_not_evidence(judge):
+    """A claim restating its question needs the words it adds: without them in the passage
+    its probability of support drops (with the question) below what the same claim gets
+    alone; with them, the question changes nothing."""
+    claim, question = "The default retention period for backups is configurable.", "What is the default retention period for backups?"
+    passage = "The default retention period for backups depends on the plan you choose when you create the backup policy."
+    (with_q,), (alone,) = judge.judge(claim, [passage], question), judge.judge(claim, [passage])
+    assert with_q.support < alone.support and with_q.verdict != "supported"
+    assert "words the claim adds to its question" in with_q.reason
+    told = "Backups are stored in a separate region from your servers."
+    (a,), (b,) = judge.judge("Backups are stored in a separate region.", [told], "Where are backups stored?"), \
+        judge.judge("Backups are stored in a separate region.", [told])
+    assert a.verdict == b.verdict == "supported" and a.support == b.support
+
+
+def test_a_short_answer_is_judged_as_the_answer_to_its_question(judge):
+    (v,) = judge.judge("Titan.", ["Titan, the largest moon of Saturn, has a thick atmosphere."],
+                       "What is the largest moon of Saturn?")
+    assert v.verdict == "supported" and v.quote == "Titan"
+
+
+def test_every_verdict_carries_a_probability_of_support_and_the_verdicts_agree_with_it(judge):
+    claims = ["Customers can get a full refund within 30 days of purchase.", "The Pro plan costs $49 per month.",
+              "Northwind offers a free GPU tier for students.", "Refunds are available for reserved instances."]
+    for v in (verdict(judge, c) for c in claims):
+        assert 0 <= v.support <= 1
+        assert (v.verdict == "supported") == (v.support >= local_support_threshold() and v.verdict == "supported")
+        if v.verdict == "supported":
+            assert v.confidence == v.support
+
+
+def test_verdicts_do_not_depend_on_the_hash_seed(tmp_path):
+    """Sets iterate in a per-process order; every sum over them is exact (math.fsum), so
+    two processes with different PYTHONHASHSEED give the same probabilities."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    code = ("import json; from ragspan.tasks.judges.local import LocalJudge; from ragspan.tasks.judges.base import JudgeSpec;"
+            "j = LocalJudge(JudgeSpec()); P = " + repr(PASSAGE) + ";"
+            "print(json.dumps([v.model_dump() for c in ('Customers can get a full refund within a month.',"
+            " 'Northwind Cloud started in Lisbon in 2014.', 'The Pro plan is 49 dollars.') for v in j.judge(c, [P])]))")
+    outs = [subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONHASHSEED": seed},
+                           capture_output=True, text=True, check=True).stdout for seed in ("1", "2")]
+    assert json.loads(outs[0]) == json.loads(outs[1])
+
+
+def test_another_model_file_is_another_judge_version(tmp_path, monkeypatch):
+    import json
+
+    from ragspan.tasks.judges.local import local_judge_version
+    from ragspan.tasks.judges.verifier import MODEL_ENV, PACKAGED_MODEL
+
+    packaged = local_judge_version()
+    other = tmp_path / "model.json"
+    spec = json.loads(PACKAGED_MODEL.read_text(encoding="utf-8"))
+    spec["threshold"] = 0.9
+    other.write_text(json.dumps(spec), encoding="utf-8")
+    monkeypatch.setenv(MODEL_ENV, str(other))
+    assert local_judge_version() != packaged and local_judge_version().startswith(spec["version"] + "+")
+    (v,) = LocalJudge(JudgeSpec()).judge("Customers can get a full refund within 30 days of purchase.", [PASSAGE])
+    assert v.verdict != "supported"  # the stricter threshold of the other file is in force

@@ -86,6 +86,11 @@ def _features(raw: str) -> tuple[str, bool, bool, bool, bool]:
     )
 
 
+# Public names for the learned judge's features (tasks/judges/verifier/features.py).
+word_info = _features
+WORD_PATTERN = _WORD
+
+
 class _ByRawMatch(dict):
     """raw `_WORD` match → what the hot loops need of it, computed once per distinct
     string (`__missing__`), so the per-token work is one C-level dict lookup. Cleared

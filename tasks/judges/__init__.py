@@ -32,19 +32,18 @@ def support_threshold(params: JudgeParams) -> float:
     if params.support_threshold != "auto":
         return float(params.support_threshold)
     if params.kind == "local":
-        from ragspan.tasks.judges.local import LOCAL_SUPPORT_THRESHOLD
+        from ragspan.tasks.judges.local import local_support_threshold
 
-        return LOCAL_SUPPORT_THRESHOLD
+        return local_support_threshold()
     return LLM_SUPPORT_THRESHOLD
 
 
 def judge_spec(params: JudgeParams) -> JudgeSpec:
     """The spec for the judge params.yaml asks for (its identity in every cache key)."""
     if params.kind == "local":
-        from ragspan.tasks.judges.local import LOCAL_JUDGE_MODEL, LOCAL_JUDGE_VERSION
+        from ragspan.tasks.judges.local import LOCAL_JUDGE_MODEL, local_judge_version
 
-        return JudgeSpec(kind="local", model=LOCAL_JUDGE_MODEL, prompt_version=LOCAL_JUDGE_VERSION,
-                         partial_threshold=params.partial_threshold)
+        return JudgeSpec(kind="local", model=LOCAL_JUDGE_MODEL, prompt_version=local_judge_version())
     from ragspan.tasks.judges.openai_judge import openai_spec
 
     return openai_spec(params)

@@ -48,7 +48,6 @@ class JudgeSpec:
     model: str = "ragspan-lexical"
     base_url: str = ""
     prompt_version: str = "local-1"
-    partial_threshold: float = 0.45
     options: tuple[tuple[str, str], ...] = ()  # judge-specific knobs that change answers
 
     def as_dict(self) -> dict:

@@ -214,7 +214,7 @@ def openai_spec(params: Any) -> JudgeSpec:
         options.append((f.name, str(value)))
     spec = JudgeSpec(kind="openai", model=model, base_url=base_url.rstrip("/"),
                      prompt_version=prompt_version("decompose", "extract"),
-                     partial_threshold=getattr(params, "partial_threshold", 0.45), options=tuple(options))
+                     options=tuple(options))
     opts = OpenAIOptions.from_spec(spec)
     if api_key_for(opts, spec.base_url) is None:
         raise ConfigError("the openai judge needs an API key in the environment: set "
