@@ -65,6 +65,10 @@ class Verifier:
         # `supported` also needs this much of the claim in the quoted sentences: a high
         # probability from words scattered over a passage is not a quotable support.
         self._min_cov = float(self.model.spec.get("min_support_window_coverage", 0.0))
+        # A window that states nearly all of the claim, every number and name included and
+        # the same negation, supports it even where the trees (trained mostly on whole-page
+        # claims, where long claims are rarely fully supported) doubt it.
+        self._lexical_cov = float((self.model.spec.get("lexical_support") or {}).get("min_window_coverage", 2.0))
 
     @property
     def version(self) -> str:
@@ -122,6 +126,9 @@ class Verifier:
             # such pairs). Its probability is what such pairs turned out to be.
             ps = min(ps, self._guard_support)
             return ("partial", round(1 - ps, 6), round(ps, 6), quote, qs, reason)
+        if (f[_AT["cov_w"]] >= self._lexical_cov and f[_AT["num_found_w"]] >= 1 and f[_AT["ent_found_w"]] >= 1
+                and not f[_AT["neg_mismatch"]]):
+            ps = max(ps, self.threshold)
         if ps >= self.threshold and f[_AT["cov_w"]] >= self._min_cov:
             return ("supported", round(ps, 6), round(ps, 6), quote, qs, reason)
         if pp >= pu and f[_AT["cov_w"]] >= self._min_cov:  # about it: as much of it as support needs
