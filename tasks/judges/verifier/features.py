@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from ragspan.tasks.core.text import WORD_PATTERN, sentence_spans, word_info
+from ragspan.tasks.core.text import WORD_PATTERN, norm_set, sentence_spans, word_info
 
 _HAS_DIGIT = re.compile(r"\d")
 _YEAR = re.compile(r"1[5-9]\d\d|20\d\d")
@@ -44,12 +44,19 @@ def weight(norm: str) -> float:
 
 
 def _words(text: str) -> list[tuple[int, int, str]]:
-    """(start, end, raw) of every word token, trailing punctuation stripped."""
+    """(start, end, raw) of every word token, trailing punctuation stripped.
+
+    The regex runs in C (findall, no match objects); each start is found with str.find
+    from the previous match's end — exact, because a match begins with a word character
+    and everything the regex skipped between two matches is non-word."""
     out = []
-    for m in WORD_PATTERN.finditer(text):
-        raw = m.group(0).rstrip(".,:/-'’")
+    pos, find = 0, text.find
+    for match in WORD_PATTERN.findall(text):
+        start = find(match, pos)
+        pos = start + len(match)
+        raw = match.rstrip(".,:/-'’")
         if raw:
-            out.append((m.start(), m.start() + len(raw), raw))
+            out.append((start, start + len(raw), raw))
     return out
 
 
@@ -139,11 +146,12 @@ class Passage:
 
 @lru_cache(maxsize=1024)
 def passage_norms(passage: str) -> frozenset[str]:
-    """Every norm of the passage: the cheap bound (no sentence split)."""
-    return frozenset(word_info(raw)[0] for _, _, raw in _words(passage))
+    """Every norm of the passage: the cheap bound (no sentence split). The same set as
+    the norms of `_words(passage)`, built by core.text's per-distinct-word lookup."""
+    return norm_set(passage)
 
 
-@lru_cache(maxsize=32768)
+@lru_cache(maxsize=4096)  # a claim's passages are reused by its answer's other claims, not later
 def passage_profile(passage: str) -> Passage:
     toks = _words(passage)
     infos = [word_info(r) for _, _, r in toks]
