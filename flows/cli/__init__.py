@@ -23,7 +23,7 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "ragspan.flows.cli.cache",
     "ragspan.flows.cli.init",
     "ragspan.flows.cli.compare",
-    "ragspan.flows.serve",
+    "ragspan.flows.cli.serve",
     "ragspan.flows.cli.aggregate",
 )
 

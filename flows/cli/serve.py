@@ -1,0 +1,178 @@
+"""The serving commands: `ragspan serve`, `server start`, `notify index-rebuilt`, `history`,
+`demo-rag`. What they drive (the deployment, the API URL, the history) is flows/serve.py."""
+
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from ragspan.flows.serve import (
+    DEPLOYMENT,
+    build_deployment,
+    event_for,
+    history_table,
+    settle_api_url,
+)
+
+
+def _params_arg(given: str | None) -> str:
+    return given or "params.yaml"
+
+
+# ----- ragspan serve ---------------------------------------------------------------------
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from ragspan.flows.watch import load_watch_params
+
+    url = settle_api_url(args.api_url, args.port)
+    workspace = Path(args.workspace or ".").resolve()
+    params = _params_arg(args.params)
+    wp = load_watch_params(workspace / params)
+    cron = args.cron if args.cron is not None else wp.schedule.cron
+    # Runner children (one process per flow run) must agree on the state dir.
+    from ragspan.tasks.config import state_dir
+
+    os.environ["RAGSPAN_HOME"] = str(state_dir())
+    from prefect import serve
+
+    dep = build_deployment(workspace, params, cron or None, args.timezone or wp.schedule.timezone,
+                           args.index, args.name, wp.rag.index)
+    print(f"ragspan serve: deployment watch/{args.name} on {url}; trigger ragspan.index.rebuilt "
+          f"({'ragspan.index.' + (args.index or '*')}); schedule {cron or 'none'}; SIGTERM stops it",
+          flush=True)
+    # The runner handles SIGTERM: it stops polling and cancels in-flight runs (their outputs
+    # are atomic: the previous results stay). query_seconds bounds event → run start.
+    serve(dep, print_starting_message=False, query_seconds=args.poll)
+    return 0
+
+
+# ----- ragspan server start ----------------------------------------------------------------
+
+
+def cmd_server_start(args: argparse.Namespace) -> int:
+    """`prefect server start` with PREFECT_HOME under the state dir (SQLite there).
+    SIGTERM/SIGINT are passed on; the exit code is the server's."""
+    home = os.environ["PREFECT_HOME"]
+    prefect_bin = shutil.which("prefect", path=str(Path(sys.executable).parent)) or "prefect"
+    cmd = [prefect_bin, "server", "start", "--host", args.host, "--port", str(args.port)]
+    print(f"ragspan server: {' '.join(cmd)} (PREFECT_HOME={home}); "
+          f"export PREFECT_API_URL=http://{args.host}:{args.port}/api", flush=True)
+    env = os.environ.copy()
+    # A run queued behind the deployment's concurrency limit retries after this (Prefect: 30 s).
+    env.setdefault("PREFECT_SERVER_DEPLOYMENTS_CONCURRENCY_SLOT_WAIT_SECONDS", "5")
+    proc = subprocess.Popen(cmd, env=env)
+    asked: list[int] = []
+
+    def forward(signum, _frame):
+        asked.append(signum)
+        if proc.poll() is None:
+            proc.send_signal(signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, forward)
+    code = proc.wait()
+    # Prefect exits with a non-zero code even when it shut down cleanly on our signal.
+    return 0 if asked else code
+
+
+# ----- ragspan notify index-rebuilt ------------------------------------------------------
+
+
+def cmd_notify(args: argparse.Namespace) -> int:
+    import asyncio
+
+    settle_api_url(args.api_url, args.port)
+    spec = event_for(args.index, args.version, args.run, args.revision)
+    from prefect.events import Event
+    from prefect.events.clients import get_events_client
+
+    event = Event(event=spec["event"], resource=spec["resource"], payload=spec["payload"])
+
+    async def send() -> None:
+        async with get_events_client() as client:
+            await client.emit(event)
+
+    asyncio.run(send())
+    print(f"emitted {event.event} for {spec['resource']['prefect.resource.id']} (event id {event.id})")
+    return 0
+
+
+# ----- ragspan history -------------------------------------------------------------------
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    from ragspan.flows.watch import HISTORY, read_history
+
+    root = Path(args.workspace or ".").resolve()
+    records = [r for r in read_history(root) if not args.index or r.get("index") == args.index]
+    records = records[-args.limit:] if args.limit else records
+    if args.json:
+        print(json.dumps(records, indent=2, ensure_ascii=False))
+    elif not records:
+        print(f"no runs recorded in {root / HISTORY}")
+    else:
+        sys.stdout.write(history_table(records))
+    return 0
+
+
+# ----- ragspan demo-rag ------------------------------------------------------------------
+
+
+def cmd_demo_rag(args: argparse.Namespace) -> int:
+    from ragspan.tasks.tools.demo_rag import run_command
+
+    return run_command(args)
+
+
+def register(subparsers) -> None:
+    sv = subparsers.add_parser("serve", help="serve the watch flow: cron schedule + index-rebuilt trigger")
+    sv.add_argument("--cron", help="cron schedule (default: params schedule.cron; '' for none)")
+    sv.add_argument("--timezone", help="schedule time zone (default: params schedule.timezone)")
+    sv.add_argument("--index", help="react to this index only (default: every ragspan.index.*)")
+    sv.add_argument("--name", default=DEPLOYMENT, help=f"deployment name (default: {DEPLOYMENT})")
+    sv.add_argument("--workspace", help="the ragspan workspace (default: current directory)")
+    sv.add_argument("--params", help="parameters file, relative to the workspace (default: params.yaml)")
+    sv.add_argument("--api-url", help="Prefect API (default: PREFECT_API_URL, else 127.0.0.1:--port)")
+    sv.add_argument("--port", type=int, default=4200, help="local server port when no URL is set")
+    sv.add_argument("--poll", type=float, default=2.0,
+                    help="seconds between the runner's checks for due runs (default 2; Prefect's is 10)")
+    sv.set_defaults(func=cmd_serve)
+
+    server = subparsers.add_parser("server", help="a local Prefect server (SQLite, state dir)")
+    ssub = server.add_subparsers(dest="server_command", required=True)
+    st = ssub.add_parser("start", help="run `prefect server start` on 127.0.0.1")
+    st.add_argument("--host", default="127.0.0.1")
+    st.add_argument("--port", type=int, default=4200)
+    st.set_defaults(func=cmd_server_start)
+
+    no = subparsers.add_parser("notify", help="emit an event for ragspan serve")
+    nsub = no.add_subparsers(dest="notify_command", required=True)
+    ir = nsub.add_parser("index-rebuilt", help="the retrieval index was rebuilt")
+    ir.add_argument("--index", required=True, help="index name (resource id ragspan.index.NAME)")
+    ir.add_argument("--version", help="the index version")
+    ir.add_argument("--run", help="a run file the pipeline produced (relative to the served workspace)")
+    ir.add_argument("--revision", help="git/DVC revision of the index build")
+    ir.add_argument("--api-url")
+    ir.add_argument("--port", type=int, default=4200)
+    ir.set_defaults(func=cmd_notify)
+
+    hi = subparsers.add_parser("history", help="past scheduled/triggered runs with their taxonomy rates")
+    hi.add_argument("--workspace")
+    hi.add_argument("--index", help="only runs of this index")
+    hi.add_argument("--limit", type=int, default=0, help="only the last N")
+    hi.add_argument("--json", action="store_true")
+    hi.set_defaults(func=cmd_history)
+
+    from ragspan.tasks.tools.demo_rag import add_arguments
+
+    dr = subparsers.add_parser("demo-rag", help="the demo RAG for the sample: build its index, answer")
+    add_arguments(dr)
+    dr.set_defaults(func=cmd_demo_rag)
