@@ -58,9 +58,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bm25s
 import pandas as pd
 from _data import REPO, Doc, Item, load_clapnq, load_clapnq_abstractive, load_xquad
+from ragspan.tasks.core.taxonomy import JUDGED_LABELS, SHORT, SUPPORTED_LABELS
 
-LABELS = ["correct", "rank_failure", "retrieval_miss", "synthesis_error", "hallucination"]
-SUPPORTED = {"correct", "rank_failure", "retrieval_miss"}
+LABELS = list(JUDGED_LABELS)
+SUPPORTED = set(SUPPORTED_LABELS)
 UNSWAPPED = {"synthesis_error": "correct", "hallucination": "retrieval_miss"}
 N_RETRIEVED, CONTEXT_K = 6, 3
 _WORD = re.compile(r"\w+")
@@ -454,14 +455,7 @@ def print_report(name: str, m: dict, seconds: float) -> None:
     for lab, v in m["per_label"].items():
         print(f"{lab:<16}{v['precision']:>7.3f}{v['recall']:>7.3f}{v['f1']:>7.3f}{v['support']:>6}")
     preds = LABELS + ["unjudged"]
-    short = {
-        "correct": "corr",
-        "rank_failure": "rank",
-        "retrieval_miss": "miss",
-        "synthesis_error": "synth",
-        "hallucination": "hall",
-        "unjudged": "unj",
-    }
+    short = SHORT
     print("confusion (rows gold, cols predicted)")
     print(f"{'':<16}" + "".join(f"{short[p]:>7}" for p in preds))
     for g in LABELS:

@@ -54,6 +54,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _real_claims import GOLDS, LOADERS, REPO, Case
+from ragspan.tasks.core.taxonomy import SHORT
 
 VENV_BIN = Path(sys.executable).parent
 RAGSPAN = VENV_BIN / "ragspan"
@@ -404,14 +405,7 @@ def print_table(results: dict[str, dict]) -> None:
 
 
 def print_details(name: str, r: dict) -> None:
-    short = {
-        "correct": "corr",
-        "rank_failure": "rank",
-        "retrieval_miss": "miss",
-        "synthesis_error": "synth",
-        "hallucination": "hall",
-        "unjudged": "unj",
-    }
+    short = SHORT
     print(
         f"\n== {name}: label accuracy {_fmt(r['label_accuracy'], 0)}; confusion (gold × predicted)"
     )
