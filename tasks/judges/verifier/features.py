@@ -95,7 +95,7 @@ def _trigrams(norms: list[str] | tuple[str, ...]) -> frozenset[str]:
     return frozenset(s[i:i + 3] for i in range(len(s) - 2))
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=8192)  # a claim is judged twice (retrieved chunks, then corpus hits) within its shard
 def claim_profile(claim: str, question: str = "") -> Claim | None:
     """Profile of a claim; None when it has no content word."""
     words = [(raw, word_info(raw)) for _, _, raw in _words(claim)]
