@@ -45,3 +45,18 @@ def state_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("RAGSPAN_HOME", str(d))
     with temporary_settings({PREFECT_RESULTS_LOCAL_STORAGE_PATH: str(d / "prefect-results")}):
         yield d
+
+
+def labels_the_local_judge_gives():
+    """expected_labels.csv with the local judge's known mistakes on the sample applied
+    (data/sample/known_judge_errors.csv): what a run of the sample must produce."""
+    import pandas as pd
+
+    expected = pd.read_csv(SAMPLE / "expected_labels.csv")
+    known = pd.read_csv(SAMPLE / "known_judge_errors.csv").set_index(["question_id", "claim"])
+    keys = list(zip(expected["question_id"], expected["claim"]))
+    expected["label"] = [known.loc[k, "judged_label"] if k in known.index else v
+                         for k, v in zip(keys, expected["label"])]
+    expected["source_conflict"] = [bool(known.loc[k, "judged_source_conflict"]) if k in known.index else v
+                                   for k, v in zip(keys, expected["source_conflict"])]
+    return expected
