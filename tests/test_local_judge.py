@@ -166,8 +166,13 @@ def test_words_a_claim_only_repeats_from_its_question_are_not_evidence(judge):
 
 def test_a_short_answer_is_judged_as_the_answer_to_its_question(judge):
     (v,) = judge.judge("Titan.", ["Titan, the largest moon of Saturn, has a thick atmosphere."],
-                       "What is the largest moon of Saturn?")
-    assert v.verdict == "supported" and v.quote == "Titan"
+                       "What is the largest moon of Saturn?", whole_answer=True)
+    assert v.verdict == "supported" and v.quote.startswith("Titan")
+    capital, passage = "What is the capital of India?", ["Mumbai is the largest city in India and its financial centre."]
+    (as_answer,) = judge.judge("Mumbai.", passage, capital, whole_answer=True)
+    (as_piece,) = judge.judge("Mumbai.", passage, capital)  # a fragment of a longer answer
+    assert as_piece.verdict == "supported"  # on its own words, the word is simply there ...
+    assert as_answer.verdict != "supported"  # ... as the answer to the question, nothing says so
 
 
 def test_every_verdict_carries_a_probability_of_support_and_the_verdicts_agree_with_it(judge):

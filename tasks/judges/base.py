@@ -90,6 +90,7 @@ class JudgeItem(NamedTuple):
     claim: str
     passages: Sequence[str]
     question: str = ""
+    whole_answer: bool = False  # the claim is the whole answer (e.g. "Delhi."), not a piece of one
 
 
 class AnswerItem(NamedTuple):

@@ -82,16 +82,17 @@ class LocalJudge:
         self.stats.calls += 1
         return split_claims(answer)
 
-    def judge(self, claim: str, passages: Sequence[str], question: str = "") -> list[Verdict | JudgeFailure]:
-        return self.judge_many([JudgeItem(claim, passages, question)])[0]
+    def judge(self, claim: str, passages: Sequence[str], question: str = "",
+              whole_answer: bool = False) -> list[Verdict | JudgeFailure]:
+        return self.judge_many([JudgeItem(claim, passages, question, whole_answer)])[0]
 
     def decompose_many(self, items: Sequence[AnswerItem | tuple | str]) -> list[list[ClaimText] | JudgeFailure]:
         return [self.decompose(a.answer, a.question) for a in answer_items(items)]
 
     def judge_many(self, items: Sequence[JudgeItem | tuple]) -> list[list[Verdict | JudgeFailure]]:
-        items = [(i.claim, list(i.passages), i.question) for i in judge_items(items)]
+        items = [(i.claim, list(i.passages), i.question, i.whole_answer) for i in judge_items(items)]
         self.stats.calls += len(items)
-        pool = _pool_for(sum(len(p) for _, p, _ in items))
+        pool = _pool_for(sum(len(i[1]) for i in items))
         if pool is None:
             return [[_from_row(r) for r in rows] for rows in _judge_rows(self._model, items)]
         step = max(1, len(items) // (4 * _processes))
@@ -140,7 +141,7 @@ def _pool_for(pairs: int) -> ProcessPoolExecutor | None:
         return _pool
 
 
-def _judge_rows(model: str, items: list[tuple[str, list[str], str]]) -> list[list[Row]]:
+def _judge_rows(model: str, items: list[tuple[str, list[str], str, bool]]) -> list[list[Row]]:
     """Verdict rows (plain tuples: cheap to send back from a worker process)."""
     return verifier(Path(model)).rows(items)
 

@@ -46,7 +46,9 @@ def candidates_for_claims(claims: pd.DataFrame, passages: pd.DataFrame, judge: J
     passages = passages.reset_index(drop=True)
     work = passages_per_claim(claims, passages)
     texts = passages["passage_text"].tolist()
-    verdict_lists = judge.judge_many([JudgeItem(c["claim"], [texts[i] for i in mine], c["question"])
+    per_answer = claims["question_id"].value_counts()
+    verdict_lists = judge.judge_many([JudgeItem(c["claim"], [texts[i] for i in mine], c["question"],
+                                                bool(per_answer.get(c["question_id"], 0) == 1))
                                       for c, mine in work])
     take: list[int] = []
     fields = ("verdict", "confidence", "support", "quote", "quote_start", "reason", "error")

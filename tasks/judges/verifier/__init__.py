@@ -75,12 +75,13 @@ class Verifier:
         """`local-4.0+<12 hex of the model file>`: the judge's identity in cache keys."""
         return f"{self.model.version}+{self.digest[:12]}"
 
-    def rows(self, items: Sequence[tuple[str, Sequence[str], str]]) -> list[list[Row]]:
-        """Verdict rows for many (claim, passages, question), the model run once over all."""
+    def rows(self, items: Sequence[tuple[str, Sequence[str], str, bool]]) -> list[list[Row]]:
+        """Verdict rows for many (claim, passages, question, whole_answer), the model run
+        once over all."""
         out: list[list[Row | None]] = []
         pending: list[tuple[int, int, list[float], int | None, int | None, str, bool]] = []
-        for claim, passages, question in items:
-            profile = claim_profile(claim, question or "")
+        for claim, passages, question, whole_answer in items:
+            profile = claim_profile(claim, question or "", whole_answer)
             if profile is None:
                 out.append([("!no_content", None, None, None, None, "the claim has no words to check")]
                            * len(passages))

@@ -95,16 +95,38 @@ def _trigrams(norms: list[str] | tuple[str, ...]) -> frozenset[str]:
     return frozenset(s[i:i + 3] for i in range(len(s) - 2))
 
 
+# A whole answer of at most this many words, given a question, is a short answer: judged
+# as what it asserts in answer to the question ("Delhi." → capital India Delhi). A short
+# piece of a longer answer (after a semicolon split) is not: it is judged on its own words.
+SHORT_ANSWER_WORDS = 4
+
+
+def _short_answer(claim: str) -> bool:
+    """A few words with at least one content word (a claim without any is no answer)."""
+    words = _words(claim)
+    return 0 < len(words) <= SHORT_ANSWER_WORDS and any(not word_info(r)[4] for _, _, r in words)
+
+
 @lru_cache(maxsize=8192)  # a claim is judged twice (retrieved chunks, then corpus hits) within its shard
-def claim_profile(claim: str, question: str = "") -> Claim | None:
+def claim_profile(claim: str, question: str = "", whole_answer: bool = False) -> Claim | None:
     """Profile of a claim; None when it has no content word."""
+    own = claim
+    if question and whole_answer and _short_answer(claim):
+        # The question's content words lead the claim (after a stopword, so the first of
+        # them is not mistaken for a sentence-initial capital); the claim's own words stay
+        # the ones it adds (`new`), which must be supported.
+        extra = [raw for _, _, raw in _words(question) if not word_info(raw)[4]]
+        claim = "the " + " ".join(extra) + " " + claim
     words = [(raw, word_info(raw)) for _, _, raw in _words(claim)]
     content = [(i, raw, f) for i, (raw, f) in enumerate(words) if not f[4]]
     if not content:
         return None
     seq = tuple(f[0] for _, _, f in content)
     cset = frozenset(seq)
-    qset = frozenset(word_info(r)[0] for _, _, r in _words(question)) if question else frozenset()
+    if own is not claim:
+        qset = cset - frozenset(word_info(r)[0] for _, _, r in _words(own))
+    else:
+        qset = frozenset(word_info(r)[0] for _, _, r in _words(question)) if question else frozenset()
     new = cset - qset
     clauses, cur = [], set()
     for _, _, raw, sep in _clause_words(claim):
@@ -125,7 +147,7 @@ def claim_profile(claim: str, question: str = "") -> Claim | None:
         years=frozenset(f[0] for _, raw, f in content if f[1] and _YEAR.fullmatch(f[0])),
         entities=frozenset(f[0] for i, raw, f in content if f[2] and (i > 0 or raw.isupper())),
         new=new if new else cset,
-        negated=any(f[3] for _, f in words),
+        negated=any(word_info(r)[3] for _, _, r in _words(own)),
         trigrams=_trigrams(seq),
         top3=tuple(sorted(cset, key=lambda w: (-weight(w), w))[:3]),
     )
