@@ -78,6 +78,14 @@ def sentence_chunks(text: str, limit: int = CHUNK_CHARS) -> list[tuple[int, int]
     return out
 
 
+def detok(text: str) -> str:
+    """Undo NQ tokenisation: "`` x ''" → '"x"', " ," → ",", "( x )" → "(x)"."""
+    text = text.replace("`` ", '"').replace(" ''", '"')
+    text = re.sub(r" ([,.;:!?)%])", r"\1", text)
+    text = re.sub(r"\( ", "(", text)
+    return re.sub(r" (['’]s)\b", r"\1", text)
+
+
 _YEAR = re.compile(r"(1[0-9]|20)\d\d")
 _HAS_DIGIT = re.compile(r"\d")
 

@@ -57,7 +57,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bm25s
 import pandas as pd
-from _data import REPO, Doc, Item, load_clapnq, load_clapnq_abstractive, load_xquad
+from _data import REPO, Doc, Item, detok, load_clapnq, load_clapnq_abstractive, load_xquad
 from ragspan.tasks.core.taxonomy import JUDGED_LABELS, SHORT, SUPPORTED_LABELS
 
 LABELS = list(JUDGED_LABELS)
@@ -99,14 +99,6 @@ def pick_replacement(
     return None
 
 
-def _detok(text: str) -> str:
-    """Undo NQ tokenisation: "`` x ''" → '"x"', " ," → ",", "( x )" → "(x)"."""
-    text = text.replace("`` ", '"').replace(" ''", '"')
-    text = re.sub(r" ([,.;:!?)%])", r"\1", text)
-    text = re.sub(r"\( ", "(", text)
-    return re.sub(r" (['’]s)\b", r"\1", text)
-
-
 def claim_text(
     item: Item, doc: Doc, rephrase: bool, replacement: str | None
 ) -> tuple[str, str | None]:
@@ -143,7 +135,7 @@ def claim_text(
             out.append(doc.text[a:b])
     text = re.sub(r"\s+", " ", "".join(out)).strip()
     if rephrase and item.source == "clapnq":
-        text = _detok(text)
+        text = detok(text)
     if text and text[0].islower() and rephrase and keep_out and keep_out[0][0] == s:
         text = text[0].upper() + text[1:]
     return text, replacement

@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # benchmarks/: _real_claims, _data
 
-from _data import CLAPNQ, XQUAD
+from _data import CLAPNQ, XQUAD, detok, sentence_chunks
 from _real_claims import DATA, FACTCHECK, STANCE_GOLD, WICE, WICE_GOLD, _read_jsonl
 from ragspan.tasks.core.text import STOPWORDS, sentence_spans
 
@@ -206,29 +206,6 @@ def _answer_kind(text: str) -> str | None:
     return None
 
 
-def _chunks(text: str, limit: int = 400) -> list[tuple[int, int]]:
-    """Sentences packed greedily into chunks of at most `limit` characters."""
-    sents = list(sentence_spans(text)) or [(0, len(text))]
-    out, cur = [], None
-    for s, e in sents:
-        if cur is None:
-            cur = (s, e)
-        elif e - cur[0] <= limit:
-            cur = (cur[0], e)
-        else:
-            out.append(cur)
-            cur = (s, e)
-    out.append(cur)
-    return out
-
-
-def _detok(text: str) -> str:
-    text = text.replace("`` ", '"').replace(" ''", '"')
-    text = re.sub(r" ([,.;:!?)%])", r"\1", text)
-    text = re.sub(r"\( ", "(", text)
-    return re.sub(r" (['’]s)\b", r"\1", text)
-
-
 def _items() -> tuple[list[dict], list[dict]]:
     """(docs, items): docs {id, title, text, chunks, source}; items {question, doc, sent, swap, kind}."""
     docs, items = [], []
@@ -240,7 +217,7 @@ def _items() -> tuple[list[dict], list[dict]]:
                 "id": f"{art['title']}#{i}",
                 "title": art["title"],
                 "text": ctx,
-                "chunks": _chunks(ctx),
+                "chunks": sentence_chunks(ctx),
                 "source": "xquad",
             }
             docs.append(doc)
@@ -275,7 +252,7 @@ def _items() -> tuple[list[dict], list[dict]]:
                 "id": f"clapnq:{r['id']}",
                 "title": p["title"],
                 "text": text,
-                "chunks": _chunks(text),
+                "chunks": sentence_chunks(text),
                 "source": "clapnq",
                 "answers": [o["answer"].strip() for o in r["output"] if o["answer"].strip()],
                 "question": r["input"],
@@ -343,7 +320,7 @@ def load_qa(seed: int = 0, per_source: int = 400) -> list[dict]:
             s, e = it["sent"]
             claim = re.sub(r"\s+", " ", text[s:e]).strip()
             if source == "clapnq":
-                claim = _detok(claim)
+                claim = detok(claim)
             g = f"qa:{doc['title']}"
             role = n % 3
             if role == 1 and it["swap"]:
@@ -366,7 +343,7 @@ def load_qa(seed: int = 0, per_source: int = 400) -> list[dict]:
                         r"\s+", " ", text[s : it["swap"][0]] + rep + text[it["swap"][1] : e]
                     ).strip()
                     if source == "clapnq":
-                        sw = _detok(sw)
+                        sw = detok(sw)
                     out.append(
                         _case(
                             source,
