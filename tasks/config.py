@@ -60,8 +60,10 @@ class JudgeParams(_Strict):
     seed: int = 0  # < 0: not sent
     max_completion_tokens: int = Field(2048, gt=0)
     max_passages_per_call: int = Field(8, gt=0)
-    # json_schema (structured outputs) or json_object (JSON mode + schema, e.g. llama-cpp-python)
-    response_format: Literal["json_schema", "json_object"] = "json_schema"
+    # auto: the best structured-output mode the server takes, negotiated on the first
+    # rejection and remembered per endpoint + model; or force one (docs/judges.md)
+    response_format: Literal["auto", "json_schema", "json_object_schema", "json_object", "prompt"] = "auto"
+    max_rejections: int = Field(3, ge=0)  # identical rejections in a row before a run stops calling; 0 = never
     max_concurrency: int = Field(4, ge=1)
     max_retries: int = Field(4, ge=0)
     timeout_s: float = Field(60.0, gt=0)

@@ -14,6 +14,11 @@ verbatim, `supported` when it shares at least 60% of them. It reads the user mes
 in the format of tasks/judges/prompts/*.md (`<answer>…</answer>`, `<claim>…</claim>`,
 `<passage id="N">…</passage>`).
 
+Server flavours (`FakeOpenAIServer(accepts=...)`): which `response_format` types it
+takes, and how it rejects the others — `"llama-cpp"` answers `json_schema` with HTTP 500
+and a pydantic request-validation body (as llama-cpp-python's server does), `"400"` with
+HTTP 400 (as a strict gateway does). `GET /v1/models` lists `models`.
+
 Also runnable as a process (`python tests/fake_openai_server.py --delay 0.1`): prints
 its URL and serves until killed — for benchmarks and manual runs.
 """
@@ -141,20 +146,51 @@ def passages_in(body: dict) -> list[tuple[int, str]]:
 
 def smart_reply(body: dict) -> Reply:
     text = user_text(body)
-    if schema_name(body) == "Decomposition":
+    # Told the schema (structured outputs, JSON mode + schema), or only the prompt.
+    kind = schema_name(body) or ("Extraction" if "<claim>" in text else "Decomposition" if "<answer>" in text else "")
+    if kind == "Decomposition":
         return completion(decomposition_for(_tag(text, "answer")))
-    if schema_name(body) == "Extraction":
+    if kind == "Extraction":
         return completion(extraction_for(_tag(text, "claim"), passages_in(body)))
     return server_error(400)
+
+
+# What each flavour of server takes as response_format type ("" = none sent).
+FLAVOURS: dict[str, frozenset[str]] = {
+    "openai": frozenset({"json_schema", "json_object", ""}),
+    "llama-cpp": frozenset({"json_object", "text", ""}),  # json_object may carry a schema
+    "400": frozenset({"json_object", ""}),  # JSON mode only: a `schema` key is rejected too
+    "prompt-only": frozenset({""}),
+}
+
+
+def rejection(flavour: str, body: dict) -> Reply | None:
+    """How a server of `flavour` refuses the request's response_format, or None."""
+    fmt = body.get("response_format") or {}
+    kind = fmt.get("type", "")
+    takes = FLAVOURS[flavour]
+    if kind in takes and not (flavour == "400" and "schema" in fmt):
+        return None
+    if flavour == "llama-cpp":  # pydantic validation surfaced as a 500
+        return Reply(status=500, body={"error": {
+            "message": "[{'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), 'msg': "
+                       "\"Input should be 'text' or 'json_object'\", 'input': 'json_schema'}]",
+            "type": "internal_server_error"}})
+    return Reply(status=400, body={"error": {"message": f"Invalid value for 'response_format': {kind!r} is "
+                                             "not supported by this server", "type": "invalid_request_error",
+                                             "param": "response_format"}})
 
 
 # -- the server --------------------------------------------------------------------------------
 
 
 class FakeOpenAIServer:
-    def __init__(self, handler: Callable[[dict], Reply] | None = None, delay: float = 0.0) -> None:
+    def __init__(self, handler: Callable[[dict], Reply] | None = None, delay: float = 0.0,
+                 accepts: str = "openai", models: tuple[str, ...] = ("fake-model",)) -> None:
         self.handler = handler or smart_reply
         self.delay = delay  # added to every reply (benchmarks)
+        self.accepts = accepts  # a FLAVOURS key: which response_format types it takes
+        self.models = models
         self.script: deque[Reply] = deque()
         self.requests: list[dict] = []
         self.headers: list[dict[str, str]] = []
@@ -169,6 +205,19 @@ class FakeOpenAIServer:
 
             def log_message(self, *args: Any) -> None:  # quiet
                 pass
+
+            def do_GET(self) -> None:
+                if self.path.rstrip("/").endswith("/models"):
+                    status, body = 200, {"object": "list", "data": [
+                        {"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in outer.models]}
+                else:
+                    status, body = 404, {"error": {"message": "not found"}}
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
 
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("content-length") or 0))
@@ -192,7 +241,7 @@ class FakeOpenAIServer:
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     reply = Reply(status=404, body={"error": {"message": "not found"}})
                 elif reply is None:
-                    reply = outer.handler(body)
+                    reply = rejection(outer.accepts, body) or outer.handler(body)
                 if reply.delay or outer.delay:
                     time.sleep(reply.delay + outer.delay)
                 data = reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
@@ -255,8 +304,9 @@ if __name__ == "__main__":
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--delay", type=float, default=0.0, help="seconds added to every reply")
+    ap.add_argument("--accepts", choices=sorted(FLAVOURS), default="openai", help="which response_format it takes")
     args = ap.parse_args()
-    srv = FakeOpenAIServer(delay=args.delay)
+    srv = FakeOpenAIServer(delay=args.delay, accepts=args.accepts)
     print(srv.url, flush=True)
     try:
         while True:

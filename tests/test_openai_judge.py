@@ -219,7 +219,8 @@ def test_a_slow_reply_past_the_timeout_is_retried(server, make):
 def test_client_errors_are_not_retried_and_connection_errors_are(server, make):
     server.push(Reply(status=400, body={"error": {"message": "model not found"}}))
     [out] = make().judge("c", ["c"])
-    assert out.kind == "http_error" and "HTTP 400: model not found" in out.detail and server.count == 1
+    assert out.kind == "rejected" and "HTTP 400: model not found" in out.detail and server.count == 1
+    assert "--model" in out.detail  # the hint names what to change
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
@@ -359,12 +360,13 @@ def test_the_api_key_never_leaks(server, make, tmp_path, monkeypatch, caplog, ca
     server.push(server_error(), Reply(status=401, body={"error": {"message": f"Incorrect API key provided: {CANARY}"}}))
     judge = make()
     [failed] = judge.judge("The plan costs $5.", ["The plan costs $5."])
-    assert failed.kind == "http_error" and "Incorrect API key provided: ***" in failed.detail
+    assert failed.kind == "rejected" and "Incorrect API key provided: ***" in failed.detail
+    assert "OPENAI_API_KEY" in failed.detail  # the hint: which variable holds the key
     ok = judge.judge("The plan costs $5.", ["The plan costs $5."])
     assert ok[0].verdict == "supported"
     assert {k.lower(): v for k, v in server.headers[-1].items()}["authorization"] == f"Bearer {CANARY}"  # it is sent, and only sent
     server.handler = echo_key
-    assert judge.decompose("An answer.").kind == "http_error"
+    assert judge.decompose("An answer.").kind == "rejected"
     out, err = capsys.readouterr()
     leaks = [caplog.text, out, err, repr(judge.spec), json.dumps(judge.spec.as_dict()), repr(judge.stats),
              repr(dict(judge.failures)), failed.model_dump_json()]
@@ -436,20 +438,97 @@ def test_evaluate_flow_end_to_end_then_rerun_from_the_judge_cache(prefect_server
                 assert CANARY.encode() not in f.read_bytes(), f
 
 
-def test_json_mode_for_servers_without_structured_outputs(server, make):
-    """response_format json_object (llama-cpp-python's server): JSON mode with the schema
-    attached, the reply validated by pydantic, the same typed outcomes."""
+def test_json_mode_with_the_schema_attached(server, make):
+    """response_format json_object_schema (llama-cpp-python's server): JSON mode with the
+    schema attached, the reply validated by pydantic, the same typed outcomes."""
     passage = "The Pro plan costs $49 per month."
-    judge = make(response_format="json_object")
+    judge = make(response_format="json_object_schema")
     out = judge.judge("The Pro plan costs $49 per month.", [passage])
     fmt = server.requests[0]["response_format"]
     assert fmt["type"] == "json_object" and fmt["schema"]["title"] == "Extraction"
     assert out[0].verdict == "supported" and passage[out[0].quote_start:].startswith(out[0].quote)
     server.push(completion("not json at all"), truncated())
-    bad = make(response_format="json_object", cache=False).judge_many([("A claim here.", ["x"]), ("Another one.", ["y"])])
+    bad = make(response_format="json_object_schema", cache=False).judge_many(
+        [("A claim here.", ["x"]), ("Another one.", ["y"])])
     assert sorted(f[0].kind for f in bad) == ["truncated", "unparseable"]
-    claims = make(response_format="json_object").decompose("Refunds take 30 days. The Pro plan costs $49.")
+    claims = make(response_format="json_object_schema").decompose("Refunds take 30 days. The Pro plan costs $49.")
     assert [c.text for c in claims] == ["Refunds take 30 days.", "The Pro plan costs $49."]
+
+
+# -- structured-output negotiation: the modes real servers take ----------------------------
+
+
+CLAIMS = [(f"The Pro plan costs ${n} per month.", [f"The Pro plan costs ${n} per month."]) for n in range(10, 16)]
+
+
+def _formats(server) -> list[str]:
+    """Per request: the response_format sent (json_object+schema, json_object, or none)."""
+    out = []
+    for body in server.requests:
+        fmt = body.get("response_format")
+        out.append("prompt" if fmt is None else fmt["type"] + ("+schema" if "schema" in fmt else ""))
+    return out
+
+
+@pytest.mark.parametrize(("flavour", "lands_on", "sent"), [
+    ("llama-cpp", "json_object_schema", ["json_schema", "json_object+schema"]),
+    ("400", "json_object", ["json_schema", "json_object+schema", "json_object"]),
+    ("prompt-only", "prompt", ["json_schema", "json_object+schema", "json_object", "prompt"]),
+])
+def test_negotiation_lands_on_the_mode_the_server_takes_and_remembers_it(flavour, lands_on, sent, tmp_path, caplog):
+    from ragspan.tasks.judges.output_modes import forget_modes
+
+    cache_file = tmp_path / "cache.sqlite"
+    with FakeOpenAIServer(accepts=flavour) as server:
+        judge = OpenAIJudge(openai_spec(_params(server.url)), cache=JudgeCache(cache_file))
+        with caplog.at_level(logging.WARNING, logger="ragspan.judge"):
+            out = judge.judge_many(CLAIMS)
+        assert all(v[0].verdict == "supported" for v in out)
+        # each rejected mode costs one request, once; no retry is spent on a rejection
+        assert _formats(server) == sent + [sent[-1]] * (len(CLAIMS) - 1)
+        assert judge.retries == 0 and judge.output_mode == lands_on
+        said = [r.getMessage() for r in caplog.records if "structured output via" in r.getMessage()]
+        assert len(said) == 1 and lands_on in said[0] and "rejected" in said[0]
+        if lands_on in ("json_object", "prompt"):  # not told the schema: the prompt carries it
+            system = server.requests[-1]["messages"][0]["content"]
+            assert '"verdicts"' in system and "JSON schema" in system
+
+        # a later run (another process: nothing in memory) starts on the remembered mode
+        forget_modes()
+        server.reset()
+        again = OpenAIJudge(openai_spec(_params(server.url)), cache=JudgeCache(cache_file))
+        again.judge("The Basic plan costs $5 per month.", ["The Basic plan costs $5 per month."])
+        assert _formats(server) == [sent[-1]]
+
+
+def test_a_forced_mode_the_server_rejects_fails_fast_with_a_hint_and_stops_early(tmp_path):
+    """llama-cpp-python answers json_schema with a 500 validation body: not retried, a
+    hint names the setting, and after max_rejections identical rejections no more
+    requests are sent."""
+    with FakeOpenAIServer(accepts="llama-cpp") as server:
+        judge = OpenAIJudge(openai_spec(_params(server.url, response_format="json_schema", max_retries=4)),
+                            cache=JudgeCache(tmp_path / "c.sqlite"))
+        out = [v[0] for v in judge.judge_many(CLAIMS)]
+        assert all(isinstance(f, JudgeFailure) and f.kind == "rejected" for f in out)
+        assert server.count == 3 and judge.retries == 0  # max_rejections, default 3
+        assert "judge.response_format: auto" in out[0].detail and "Input should be" in out[0].detail
+        assert out[-1].detail.startswith("not sent: the last 3 calls were rejected")
+
+
+def test_a_non_format_rejection_stops_the_run_early_and_a_success_resets_the_count(server, make):
+    server.handler = lambda body: Reply(status=404, body={"error": {"message": "model 'gpt-x' not found"}})
+    judge = make(max_rejections=2)
+    out = [v[0] for v in judge.judge_many(CLAIMS)]
+    assert server.count == 2 and all(f.kind == "rejected" for f in out)
+    assert "ragspan judge check" in out[0].detail
+    # rejections that are not in a row do not stop anything
+    from fake_openai_server import smart_reply
+    server.reset()
+    replies = iter([True, False, True, False, True, False])
+    server.handler = lambda body: (Reply(status=400, body={"error": {"message": "bad"}}) if next(replies)
+                                   else smart_reply(body))
+    out = [v[0] for v in make(max_rejections=2, cache=False).judge_many(CLAIMS)]
+    assert server.count == len(CLAIMS) and [isinstance(f, JudgeFailure) for f in out] == [True, False] * 3
 
 
 def test_the_question_reaches_both_prompts_and_the_cache_key(make, server):

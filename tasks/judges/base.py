@@ -12,6 +12,8 @@ caller could swallow into a NaN: the diagnose step turns them into `unjudged`.
     ├── unparseable       output did not validate against the schema
     ├── invalid_quote     the quote was not in the passage, even after one re-ask
     ├── http_error        429/5xx/timeout/connection after all retries
+    ├── rejected          the server refused the request as invalid (not retried; a hint
+    │                     names the setting to change)
     └── budget_exhausted  the run's call/token budget was spent before this call
 """
 
@@ -26,13 +28,15 @@ from pydantic import BaseModel, ConfigDict, Field
 VerdictLabel = Literal["supported", "partial", "unsupported"]
 FailureKind = Literal[
     "no_content", "refusal", "truncated", "unparseable", "invalid_quote", "http_error",
-    "budget_exhausted",
+    "budget_exhausted", "rejected",
 ]
 
 
 # Failures that another attempt may not repeat: a re-run retries their steps even when
 # Prefect has them cached (flows/ledger.py). The others are properties of the input.
-RETRYABLE_FAILURES: frozenset[str] = frozenset({"http_error", "budget_exhausted"})
+# A rejection is deterministic for one request, but the server may be fixed or restarted
+# with other options between runs, so a re-run asks again.
+RETRYABLE_FAILURES: frozenset[str] = frozenset({"http_error", "budget_exhausted", "rejected"})
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,14 @@ CREATE TABLE IF NOT EXISTS judge_calls (
     created_at        REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS judge_calls_model ON judge_calls (model, prompt_id, prompt_version);
+CREATE TABLE IF NOT EXISTS output_modes (
+    endpoint   TEXT NOT NULL,
+    model      TEXT NOT NULL,
+    mode       TEXT NOT NULL,
+    why        TEXT NOT NULL,
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (endpoint, model)
+);
 """
 
 
@@ -134,6 +142,22 @@ class JudgeCache:
         with self._lock:
             self._conn.execute("INSERT OR IGNORE INTO judge_calls VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", row)
 
+    # -- structured-output modes (tasks/judges/output_modes.py) -------------------------------
+
+    def output_mode(self, endpoint: str, model: str) -> tuple[str, str] | None:
+        """(mode, why) negotiated earlier with this endpoint + model, or None."""
+        with self._lock:
+            row = self._conn.execute("SELECT mode, why, updated_at FROM output_modes WHERE endpoint = ? AND model = ?",
+                                     (endpoint, model)).fetchone()
+        if row is None:
+            return None
+        return row[0], f"{row[1]} (negotiated {time.strftime('%Y-%m-%d', time.gmtime(row[2]))})"
+
+    def remember_output_mode(self, endpoint: str, model: str, mode: str, why: str) -> None:
+        with self._lock:
+            self._conn.execute("INSERT OR REPLACE INTO output_modes VALUES (?,?,?,?,?)",
+                               (endpoint, model, mode, why, time.time()))
+
     # -- maintenance (`ragspan cache stats|clear`) ------------------------------------------
 
     def stats(self) -> dict[str, Any]:
@@ -175,6 +199,9 @@ class JudgeCache:
         sql = "DELETE FROM judge_calls" + (" WHERE " + " AND ".join(where) if where else "")
         with self._lock:
             n = self._conn.execute(sql, args).rowcount
+            if model is not None or not where:  # what was learned of a server goes with its calls
+                self._conn.execute("DELETE FROM output_modes" + (" WHERE model = ?" if model is not None else ""),
+                                   (model,) if model is not None else ())
             if not where:
                 self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         if not where:

@@ -2,10 +2,12 @@
 (OpenAI, Azure OpenAI v1, vLLM, llama.cpp `llama-server`, Ollama), behind the Judge
 Protocol, with the judge cache in front of every model call.
 
-One model call is one `client.chat.completions.parse(..., response_format=Model)`:
-the pydantic models below are the output schema, and their field descriptions are
-instructions the model sees (prompts: tasks/judges/prompts/*.md, versioned). The output is
-validated with pydantic whatever the server claims about `strict`.
+One model call is one chat completion asking for the output schema of one of the
+pydantic models below, in the best structured-output mode the server takes
+(tasks/judges/output_modes.py: json_schema → json_object with the schema → json_object →
+prompt; negotiated on the first rejection and remembered per endpoint + model). The
+field descriptions are instructions the model sees (prompts: tasks/judges/prompts/*.md,
+versioned). The output is validated with pydantic whatever the server claims.
 
 - decompose(answer): one call → claims, each with the verbatim answer text it comes
   from; answer offsets via `locate_quote` (exact, then normalised), null when absent.
@@ -24,7 +26,12 @@ Outcomes of a call (never an exception out of decompose/judge):
     ├── 429 / 5xx / 408 / timeout / connection ...... retried: exponential backoff with
     │                                                 jitter, Retry-After honoured; after
     │                                                 max_retries → JudgeFailure(http_error)
-    ├── other 4xx (bad key, unknown model, ...) ..... JudgeFailure(http_error), no retry
+    ├── rejected: other 4xx, or a 5xx whose body is a request-validation error
+    │   ├── about the output format (auto mode) ..... the next mode, at once
+    │   └── otherwise ............................... JudgeFailure(rejected) with a hint,
+    │                                                 no retry; after max_rejections
+    │                                                 identical ones in a row, later calls
+    │                                                 are not sent (same failure)
     ├── message.refusal / content_filter ............ JudgeFailure(refusal)
     ├── finish_reason == "length" ................... JudgeFailure(truncated)
     ├── not JSON / fails the schema ................. JudgeFailure(unparseable)
@@ -76,6 +83,18 @@ from ragspan.tasks.judges.base import (
     report_calls,
 )
 from ragspan.tasks.judges.cache import JudgeCache, cache_key, endpoint_label
+from ragspan.tasks.judges.output_modes import (
+    AUTO,
+    DEFAULT_MAX_REJECTIONS,
+    MODES,
+    RejectionStreak,
+    hint_for,
+    is_about_output_format,
+    is_rejection,
+    json_text_of,
+    mode_state,
+    schema_instruction,
+)
 from ragspan.tasks.judges.prompts import Prompt, load_prompt, prompt_version
 
 log = logging.getLogger("ragspan.judge")
@@ -151,7 +170,7 @@ class OpenAIOptions:
     seed: int = 0  # < 0: not sent (for servers that reject it)
     max_completion_tokens: int = 2048  # per call (sent as `max_tokens`; a cut reply is `truncated`)
     max_passages_per_call: int = 8
-    response_format: str = "json_schema"  # or "json_object" (JSON mode + schema) for servers without it
+    response_format: str = AUTO  # auto (negotiated, remembered) or one of output_modes.MODES
     # transport / budget (not in judge-cache keys)
     api_key_env: str = ""  # "" → RAGSPAN_JUDGE_API_KEY, then OPENAI_API_KEY
     max_concurrency: int = 4
@@ -162,10 +181,12 @@ class OpenAIOptions:
     retry_after_max_s: float = 120.0  # a longer Retry-After ends the retries (http_error)
     max_calls: int = 0  # budget: HTTP requests per run, 0 = no limit
     max_tokens: int = 0  # budget: prompt + completion tokens per run, 0 = no limit
+    max_rejections: int = DEFAULT_MAX_REJECTIONS  # identical rejections in a row before calls stop; 0 = never
     cache: bool = True
 
-    # max_passages_per_call changes the messages themselves, which the key already hashes.
-    ANSWER_KEYS = ("temperature", "seed", "max_completion_tokens", "response_format")
+    # max_passages_per_call changes the messages themselves, which the key already hashes;
+    # the output mode actually used is a key part of its own (`_call`).
+    ANSWER_KEYS = ("temperature", "seed", "max_completion_tokens")
 
     @classmethod
     def from_spec(cls, spec: JudgeSpec) -> OpenAIOptions:
@@ -351,6 +372,21 @@ class OpenAIJudge:
         self._openai = openai
         self._client = openai.OpenAI(base_url=spec.base_url or DEFAULT_BASE_URL, api_key=key,
                                      max_retries=0, timeout=self.options.timeout_s)
+        if self.options.response_format not in (AUTO, *MODES):
+            raise ValueError(f"judge.response_format must be {AUTO} or one of {', '.join(MODES)}, "
+                             f"got {self.options.response_format!r}")
+        store = self.cache
+        self._modes = mode_state(
+            self._endpoint, spec.model, self.options.response_format,
+            recall=(lambda: store.output_mode(self._endpoint, spec.model)) if store is not None else (lambda: None),
+            remember=(lambda mode, why: store.remember_output_mode(self._endpoint, spec.model, mode, why))
+            if store is not None else None)
+        self._streak = RejectionStreak(self.options.max_rejections)
+
+    @property
+    def output_mode(self) -> str:
+        """The structured-output mode calls are made in now (output_modes.MODES)."""
+        return self._modes.current
 
     # -- Protocol ------------------------------------------------------------------------
 
@@ -471,10 +507,23 @@ class OpenAIJudge:
     # -- one model call: cache, budget, retries, typed outcomes --------------------------
 
     def _call(self, prompt: Prompt, messages: list[dict], schema: type[T]) -> _Parsed | JudgeFailure:
+        """One logical call in the current output mode; a rejection of the mode itself
+        moves every later call to the next mode (auto) and this one is asked again."""
+        while True:
+            mode = self._modes.current
+            result = self._call_in_mode(prompt, messages, schema, mode)
+            if not isinstance(result, _FormatRejected):
+                return result
+            if self._modes.after_rejection(mode, result.detail) is None:
+                return self._rejected(result.status, result.detail, mode)
+
+    def _call_in_mode(self, prompt: Prompt, messages: list[dict], schema: type[T],
+                      mode: str) -> _Parsed | JudgeFailure | _FormatRejected:
         opts = self.options
+        messages = _messages_for(mode, messages, schema)
         parts = {"kind": "openai", "model": self.spec.model, "endpoint": self._endpoint, "prompt_id": prompt.id,
-                 "prompt_version": prompt.version, "schema_version": self._schema, "response_format": schema.__name__,
-                 **opts.answer_parts(), "messages": messages}
+                 "prompt_version": prompt.version, "schema_version": self._schema, "response_format": mode,
+                 "output": schema.__name__, **opts.answer_parts(), "messages": messages}
         key = cache_key(parts)
         if self.cache is not None:
             hit = self.cache.get(key)
@@ -488,6 +537,10 @@ class OpenAIJudge:
                         self.stats.cache_hits += 1
                     return _Parsed(value)
         for attempt in range(opts.max_retries + 1):
+            blocked = self._streak.blocked()
+            if blocked is not None:
+                return self._failure("rejected", f"not sent: the last {opts.max_rejections} calls were rejected "
+                                                 f"the same way — {blocked}")
             spent = self._budget.reserve()
             if spent is not None:
                 return self._failure("budget_exhausted", spent)
@@ -495,7 +548,10 @@ class OpenAIJudge:
                 self.stats.calls += 1
             report_calls(1)
             try:
-                return self._request(key, parts, messages, schema)
+                parsed = self._request(key, parts, messages, schema, mode)
+                self._streak.succeeded()
+                self._modes.worked(mode, f"{self.spec.model} at {self._endpoint}")
+                return parsed
             except _Retry as r:
                 if attempt >= opts.max_retries:
                     return self._failure("http_error", f"{r.detail} (gave up after {attempt + 1} attempts)")
@@ -510,22 +566,37 @@ class OpenAIJudge:
                 log.warning("judge call failed (%s); retry %d/%d in %.2fs", self._redact(r.detail), attempt + 1,
                             opts.max_retries, wait)
                 time.sleep(wait)
+            except _Rejection as r:
+                if mode != "prompt" and is_about_output_format(r.message):
+                    return _FormatRejected(r.status, f"HTTP {r.status}: {r.message}")
+                return self._rejected(r.status, f"HTTP {r.status}: {r.message}", mode)
             except _Failed as f:
+                self._streak.succeeded()  # the server answered: not a rejection streak
                 return self._failure(f.kind, f.detail)
         raise AssertionError("unreachable")
 
-    def _request(self, key: str, parts: dict, messages: list[dict], schema: type[T]) -> _Parsed:
+    def _rejected(self, status: int, detail: str, mode: str) -> JudgeFailure:
+        """A rejection as a typed failure with its hint; counted towards the early stop."""
+        hint = hint_for(status, detail, mode, self._modes.forced,
+                        self.options.api_key_env or " or ".join(KEY_ENV_FALLBACKS))
+        full = f"{detail} — {hint}"
+        self._streak.rejected(self._redact(detail)[:300])
+        return self._failure("rejected", full)
+
+    def _request(self, key: str, parts: dict, messages: list[dict], schema: type[T], mode: str) -> _Parsed:
         oa, opts = self._openai, self.options
         common = dict(model=self.spec.model, messages=messages, temperature=opts.temperature,
                       max_tokens=opts.max_completion_tokens, **({"seed": opts.seed} if opts.seed >= 0 else {}))
+        formats = {"json_object_schema": {"type": "json_object", "schema": schema.model_json_schema()},
+                   "json_object": {"type": "json_object"}}
         try:
-            if opts.response_format == "json_object":
-                # For servers without `json_schema` (llama-cpp-python's server): JSON mode with
-                # the schema attached; the reply is validated with pydantic below all the same.
-                raw = self._client.chat.completions.with_raw_response.create(
-                    response_format={"type": "json_object", "schema": schema.model_json_schema()}, **common)
-            else:
+            if mode == "json_schema":
                 raw = self._client.chat.completions.with_raw_response.parse(response_format=schema, **common)
+            else:
+                # JSON mode (with the schema attached for grammar-constrained servers such as
+                # llama-cpp-python's), or a plain prompt; validated with pydantic below all the same.
+                extra = {"response_format": formats[mode]} if mode in formats else {}
+                raw = self._client.chat.completions.with_raw_response.create(**extra, **common)
         except oa.RateLimitError as e:
             raise _Retry("HTTP 429 rate limited", _retry_after(e.response.headers)) from None
         except oa.APITimeoutError:
@@ -533,10 +604,11 @@ class OpenAIJudge:
         except oa.APIConnectionError as e:
             raise _Retry(f"connection error: {type(e.__cause__ or e).__name__}") from None
         except oa.APIStatusError as e:
-            if e.status_code >= 500 or e.status_code in (408, 409):
-                raise _Retry(f"HTTP {e.status_code}", _retry_after(e.response.headers)) from None
-            raise _Failed("http_error", f"HTTP {e.status_code}: {_message_of(e)}") from None
-        if opts.response_format == "json_object":
+            body = _body_text(e)
+            if is_rejection(e.status_code, body):
+                raise _Rejection(e.status_code, _message_of(e)) from None
+            raise _Retry(f"HTTP {e.status_code}", _retry_after(e.response.headers)) from None
+        if mode != "json_schema":
             return self._json_object_reply(raw, key, parts, schema)
         try:
             completion = raw.parse()
@@ -579,7 +651,7 @@ class OpenAIJudge:
         if not choice.message.content:
             raise _Failed("unparseable", "the response has no content")
         try:
-            value = schema.model_validate_json(choice.message.content).model_dump(mode="json")
+            value = schema.model_validate_json(json_text_of(choice.message.content)).model_dump(mode="json")
         except ValueError as e:
             raise _Failed("unparseable", str(e)[:300]) from None
         return self._stored(key, parts, value, completion.usage)
@@ -621,6 +693,46 @@ class OpenAIJudge:
             return list(pool.map(fn, jobs))
 
 
+class _Rejection(Exception):
+    """The server refused the request as invalid (output_modes.is_rejection)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+@dataclass(frozen=True)
+class _FormatRejected:
+    """A call whose output mode the server rejected: try the next mode."""
+
+    status: int
+    detail: str
+
+
+def _messages_for(mode: str, messages: list[dict], schema: type[BaseModel]) -> list[dict]:
+    """The messages as sent in `mode`: a server not told the schema (or only constraining
+    to it) reads it in the system message."""
+    if mode == "json_schema":
+        return messages
+    first, *rest = messages
+    return [{**first, "content": first["content"] + "\n\n" + schema_instruction(schema.model_json_schema())},
+            *rest]
+
+
+def _body_text(e: Any) -> str:
+    """The error body as text (for telling a validation error from a server fault)."""
+    body = getattr(e, "body", None)
+    if body is not None:
+        try:
+            return json.dumps(body) if not isinstance(body, str) else body
+        except (TypeError, ValueError):
+            return str(body)
+    try:
+        return e.response.text
+    except Exception:  # noqa: BLE001 — best effort
+        return ""
+
+
 class _Failed(Exception):
     """A call that ended without a usable answer and must not be retried."""
 
@@ -652,14 +764,22 @@ def _retry_after(headers: Any) -> float | None:
 
 
 def _message_of(e: Any) -> str:
-    """The server's error message (redacted by the caller), else the exception type."""
+    """The server's error message (redacted by the caller): OpenAI's `error.message`, a
+    plain `message`, FastAPI's validation `detail` list, else the body's text."""
     body = getattr(e, "body", None)
     if isinstance(body, dict):
         inner = body.get("error")
-        msg = inner.get("message") if isinstance(inner, dict) else body.get("message")
+        msg = inner.get("message") if isinstance(inner, dict) else body.get("message") or inner
         if msg:
             return str(msg)[:300]
-    return type(e).__name__
+        detail = body.get("detail")
+        if isinstance(detail, list):
+            return "; ".join(f"{'.'.join(str(x) for x in d.get('loc', ()) if x != 'body')}: {d.get('msg', '')}"
+                             if isinstance(d, dict) else str(d) for d in detail)[:300]
+        if detail:
+            return str(detail)[:300]
+    text = _body_text(e).strip()
+    return text[:300] if text else type(e).__name__
 
 
 def _usage_of_raw(raw: Any) -> dict | None:
