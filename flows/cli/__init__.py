@@ -25,6 +25,7 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "ragspan.flows.cli.compare",
     "ragspan.flows.cli.serve",
     "ragspan.flows.cli.aggregate",
+    "ragspan.flows.cli.judge",
 )
 
 
