@@ -45,8 +45,17 @@ class ChunkingParams(_Strict):
         return self
 
 
+class CascadeParams(_Strict):
+    """judge.kind cascade: which claims the local judge hands to the LLM (docs/judges.md)."""
+
+    # uncertain: the claim's best probability of support is within `band` of the threshold;
+    # not_supported: every claim the local judge does not call supported
+    route: Literal["uncertain", "not_supported"] = "uncertain"
+    band: float | None = Field(None, ge=0, le=0.5)  # None: judge.uncertainty_band
+
+
 class JudgeParams(_Strict):
-    kind: Literal["local", "openai"] = "local"
+    kind: Literal["local", "openai", "cascade"] = "local"
     # Min probability of support for a `supported` verdict to count. "auto": the judge's
     # own (the local judge's fitted decision threshold; 0.75 for an LLM's stated confidence).
     support_threshold: float | Literal["auto"] = "auto"
@@ -75,6 +84,7 @@ class JudgeParams(_Strict):
     price_per_1k_prompt: float = Field(0.0, ge=0)
     price_per_1k_completion: float = Field(0.0, ge=0)
     cache: bool = True
+    cascade: CascadeParams = Field(default_factory=CascadeParams)
 
 
 class SearchParams(_Strict):

@@ -104,7 +104,8 @@ def register(sub) -> None:
     ev.add_argument("--data", help="data directory (default: params data.dir)")
     ev.add_argument("--run", help="run name: DATA/runs/NAME.jsonl (default: first of params data.runs)")
     ev.add_argument("--out", help="results directory (default: results/NAME)")
-    ev.add_argument("--judge", choices=["local", "openai"], help="override params judge.kind")
+    ev.add_argument("--judge", choices=["local", "openai", "cascade"],
+                    help="override params judge.kind (cascade: local first, the LLM only for uncertain claims)")
     ev.add_argument("--model", help="override params judge.model (openai judge)")
     ev.add_argument("--base-url", help="override params judge.base_url (openai judge)")
     ev.add_argument("--compare-to", metavar="JSON",

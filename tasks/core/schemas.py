@@ -12,6 +12,7 @@ from pandera.typing import Series
 from ragspan.tasks.core.taxonomy import LABELS
 
 VERDICTS = ("supported", "partial", "unsupported")
+JUDGE_KINDS = ("local", "openai")  # who can decide a verdict (a cascade is both)
 SOURCES = ("retrieved", "corpus", "reference")  # where a judged passage came from
 MATCHES = ("exact", "normalized")  # how a quote was matched to raw offsets
 
@@ -132,6 +133,7 @@ class Candidates(pa.DataFrameModel):
     passage_text: Series[str] = pa.Field(nullable=True)  # only where there is a quote to place
     reason: Series[str] = pa.Field(nullable=True)
     error: Series[str] = pa.Field(nullable=True)
+    decided_by: Series[str] = pa.Field(nullable=True, isin=list(JUDGE_KINDS))  # which judge gave it
 
     class Config:
         strict = True
@@ -161,6 +163,7 @@ class Judgements(pa.DataFrameModel):
     match: Series[str] = pa.Field(nullable=True, isin=list(MATCHES))
     reason: Series[str] = pa.Field(nullable=True)
     error: Series[str] = pa.Field(nullable=True)
+    decided_by: Series[str] = pa.Field(nullable=True, isin=list(JUDGE_KINDS))
 
     class Config:
         strict = True
@@ -222,6 +225,8 @@ class Diagnoses(pa.DataFrameModel):
     # when the label rests on a probability within judge.uncertainty_band of the threshold.
     support_probability: Series[float] = pa.Field(nullable=True, ge=0, le=1)
     uncertain: Series[bool]
+    # The judge whose verdicts decided the label (a cascade: local or openai).
+    decided_by: Series[str] = pa.Field(nullable=True, isin=list(JUDGE_KINDS))
     byte_start: Series[pd.Int64Dtype] | None = pa.Field(nullable=True, ge=0)
     byte_end: Series[pd.Int64Dtype] | None = pa.Field(nullable=True, ge=0)
 

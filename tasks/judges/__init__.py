@@ -20,6 +20,10 @@ def make_judge(spec: JudgeSpec) -> Judge:
         from ragspan.tasks.judges.openai_judge import OpenAIJudge
 
         return OpenAIJudge(spec)
+    if spec.kind == "cascade":
+        from ragspan.tasks.judges.cascade import CascadeJudge
+
+        return CascadeJudge(spec)
     raise ValueError(f"unknown judge kind {spec.kind!r}")
 
 
@@ -31,7 +35,7 @@ def support_threshold(params: JudgeParams) -> float:
     """The min probability of support that counts, for the judge params.yaml asks for."""
     if params.support_threshold != "auto":
         return float(params.support_threshold)
-    if params.kind == "local":
+    if params.kind in ("local", "cascade"):  # a cascade's probabilities are the local judge's
         from ragspan.tasks.judges.local import local_support_threshold
 
         return local_support_threshold()
@@ -40,10 +44,17 @@ def support_threshold(params: JudgeParams) -> float:
 
 def judge_spec(params: JudgeParams) -> JudgeSpec:
     """The spec for the judge params.yaml asks for (its identity in every cache key)."""
-    if params.kind == "local":
-        from ragspan.tasks.judges.local import LOCAL_JUDGE_MODEL, local_judge_version
+    from ragspan.tasks.judges.local import LOCAL_JUDGE_MODEL, local_judge_version
 
-        return JudgeSpec(kind="local", model=LOCAL_JUDGE_MODEL, prompt_version=local_judge_version())
+    local = JudgeSpec(kind="local", model=LOCAL_JUDGE_MODEL, prompt_version=local_judge_version())
+    if params.kind == "local":
+        return local
     from ragspan.tasks.judges.openai_judge import openai_spec
 
-    return openai_spec(params)
+    llm = openai_spec(params)
+    if params.kind == "openai":
+        return llm
+    from ragspan.tasks.judges.cascade import cascade_spec
+
+    band = params.uncertainty_band if params.cascade.band is None else params.cascade.band
+    return cascade_spec(local, llm, params.cascade.route, band, support_threshold(params))

@@ -48,7 +48,7 @@ class JudgeSpec:
     together, and a pydantic instance pickles its `fields_set` — a set whose order
     changes between processes — so cache keys would never repeat across runs."""
 
-    kind: Literal["local", "openai"] = "local"
+    kind: Literal["local", "openai", "cascade"] = "local"
     model: str = "ragspan-lexical"
     base_url: str = ""
     prompt_version: str = "local-1"
@@ -77,6 +77,7 @@ class Verdict(BaseModel):
     # The judge's probability that this passage supports the claim (calibrated for the
     # local judge; derived from the model's stated confidence for an LLM judge).
     support: float | None = Field(None, ge=0, le=1)
+    decided_by: str | None = None  # the judge kind that gave it (a cascade has two); None = the spec's
 
 
 class JudgeFailure(BaseModel):
@@ -84,6 +85,7 @@ class JudgeFailure(BaseModel):
 
     kind: FailureKind
     detail: str = ""
+    decided_by: str | None = None
 
 
 class JudgeItem(NamedTuple):
@@ -158,6 +160,11 @@ class JudgeStats(BaseModel):
     invalid_quotes: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    # cascade judge: claims sent to the LLM, claims the local judge decided alone, and the
+    # LLM calls those would have taken
+    routed: int = 0
+    not_routed: int = 0
+    calls_saved: int = 0
 
     def __add__(self, other: JudgeStats) -> JudgeStats:
         return JudgeStats(**{k: getattr(self, k) + getattr(other, k) for k in type(self).model_fields})

@@ -29,3 +29,13 @@ def pp(x: float | None, missing: str = DASH) -> str:
 
 def int_or_none(v: object) -> int | None:
     return None if is_missing(v) else int(v)
+
+
+def cascade_note(judge: dict) -> str:
+    """What a cascade judge spent and saved, in one line ("" for other judges)."""
+    if judge.get("judge") != "cascade":
+        return ""
+    routed, kept = int(judge.get("routed") or 0), int(judge.get("not_routed") or 0)
+    share = f" ({routed / (routed + kept):.0%})" if routed + kept else ""
+    return (f"cascade: {routed} of {routed + kept} claim judgements sent to the LLM{share}, "
+            f"{judge.get('calls', 0)} LLM calls made, {judge.get('calls_saved', 0)} saved")

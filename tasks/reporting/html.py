@@ -40,6 +40,7 @@ from ragspan.tasks.core.taxonomy import COLORS as LABEL_COLORS
 from ragspan.tasks.core.taxonomy import FIX_FOR, LABELS, STAGES
 from ragspan.tasks.reporting import charts, stats
 from ragspan.tasks.reporting.findings import concentration, fix_order
+from ragspan.tasks.reporting.formatting import cascade_note
 from ragspan.tasks.reporting.formatting import int_or_none as _int
 from ragspan.tasks.reporting.formatting import is_missing as _missing
 from ragspan.tasks.reporting.formatting import pct as _pct
@@ -102,7 +103,8 @@ def _headline(metrics: dict, diagnoses: pd.DataFrame, comparison: dict | None) -
                   f'{_e(judge.get("prompt_version"))} · {_e(judge.get("calls"))} calls, '
                   f'{_e(judge.get("cache_hits"))} cache hits, {_e(judge.get("errors"))} errors, '
                   f'{_e(judge.get("invalid_quotes"))} invalid quotes, '
-                  f'{_e(judge.get("prompt_tokens"))}+{_e(judge.get("completion_tokens"))} tokens')
+                  f'{_e(judge.get("prompt_tokens"))}+{_e(judge.get("completion_tokens"))} tokens'
+                  + (f' · {_e(cascade_note(judge))}' if cascade_note(judge) else ''))
     return (f'<section id="summary"><h2>Headline</h2>{summary}<table class="head">{"".join(rows)}</table>'
             f'{note}<dl class="manifest"><dt>judge</dt><dd>{judge_line}</dd>{_data_manifest(metrics)}</dl>'
             "</section>")

@@ -22,6 +22,7 @@ from ragspan.tasks.io.outputs import write_atomic_dir
 from ragspan.tasks.judges.openai_judge import estimated_cost
 from ragspan.tasks.reporting import charts
 from ragspan.tasks.reporting.findings import concentration, fix_order
+from ragspan.tasks.reporting.formatting import cascade_note
 from ragspan.tasks.reporting.groups import claim_groups
 from ragspan.tasks.reporting.html import render_report
 from ragspan.tasks.reporting.stats import bootstrap_spec, rate_intervals
@@ -136,7 +137,8 @@ def summary_markdown(metrics: dict, comparison: dict | None = None, images: tupl
              f"judge {_md(judge.get('judge', '?'))} ({_md(judge.get('model', '?'))}, prompt "
              f"{_md(judge.get('prompt_version', '?'))}) · data `{_code((m.get('data') or {}).get('dvc_md5') or '-')}` "
              f"· code {_md(m.get('code_version', '?'))} · git `{_code(str(m.get('git_rev') or '-')[:12])}`"
-             + (" (dirty)" if m.get("git_dirty") else ""), ""]
+             + (" (dirty)" if m.get("git_dirty") else ""), *([cascade_note(judge), ""] if cascade_note(judge) else []),
+             ""]
     head = "| label | claims | rate | 95% CI |"
     rule = "|---|---:|---:|---:|"
     if comparison:

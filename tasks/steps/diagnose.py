@@ -34,7 +34,7 @@ _TIERS = (
 )
 _NO_EVIDENCE = {"doc_id": None, "chunk_id": None, "char_start": None, "char_end": None, "span_text": None,
                 "rank": None, "in_context": None, "score": None, "source_conflict": False,
-                "evidence_source": None, "match": None, "confidence": None}
+                "evidence_source": None, "match": None, "confidence": None, "decided_by": None}
 _NO_RANK = 10**9
 
 
@@ -80,6 +80,7 @@ def _evidence(row: dict) -> dict:
         "char_end": row["char_end"], "span_text": row["span_text"], "rank": row["rank"],
         "in_context": bool(row["in_context"]), "score": row["score"], "source_conflict": False,
         "evidence_source": row["source"], "match": row["match"], "confidence": row["confidence"],
+        "decided_by": row["decided_by"],
     }
 
 
@@ -130,10 +131,23 @@ def support_and_uncertainty(label: str, tiers: list[float | None] | None, thresh
     return probability, any(abs(p - threshold) <= band for p in examined)
 
 
+def judges_that_decided(judged: Iterable[pd.DataFrame]) -> tuple[set[str], str | None]:
+    """(claims an LLM judged, the judge of every other claim): a cascade hands some claims
+    to the LLM, whose verdicts then decide even a label with no evidence (hallucination)."""
+    frames = [t[["claim_id", "decided_by"]] for t in judged if len(t)]
+    if not frames:
+        return set(), None
+    j = pd.concat(frames, ignore_index=True)
+    by_llm = set(j.loc[j["decided_by"] == "openai", "claim_id"])
+    kinds = set(j["decided_by"].dropna())
+    return by_llm, min(kinds - {"openai"}) if kinds - {"openai"} else (next(iter(kinds), None))
+
+
 def diagnoses_for_claims(claims: pd.DataFrame, judged: Iterable[pd.DataFrame], support_threshold: float,
                          uncertainty_band: float = 0.0) -> pd.DataFrame:
     judged = list(judged)
     tiers = tier_support(judged)
+    by_llm, other_judge = judges_that_decided(judged)
     per_claim: dict[str, list[dict]] = {}
     for table in judged:
         # Only rows that can decide something: a supported/partial verdict or a judge
@@ -150,6 +164,8 @@ def diagnoses_for_claims(claims: pd.DataFrame, judged: Iterable[pd.DataFrame], s
         if d["label"] == "correct" and any(j["source"] == "reference" and j["verdict"] == "partial" for j in mine):
             d["source_conflict"] = True
             d["reason"] += "; the reference answer contradicts it (source_conflict)"
+        if d["decided_by"] is None and (mine or d["label"] == "hallucination"):
+            d["decided_by"] = "openai" if c["claim_id"] in by_llm else other_judge
         d["support_probability"], d["uncertain"] = support_and_uncertainty(
             d["label"], tiers.get(c["claim_id"]), support_threshold, uncertainty_band)
         rows.append(d)

@@ -51,7 +51,8 @@ def candidates_for_claims(claims: pd.DataFrame, passages: pd.DataFrame, judge: J
                                                 bool(per_answer.get(c["question_id"], 0) == 1))
                                       for c, mine in work])
     take: list[int] = []
-    fields = ("verdict", "confidence", "support", "quote", "quote_start", "reason", "error")
+    fields = ("verdict", "confidence", "support", "quote", "quote_start", "reason", "error", "decided_by")
+    kind = judge.spec.kind
     cols: dict[str, list] = {k: [] for k in ("claim_id", *fields)}
     for (claim, mine), verdicts in zip(work, verdict_lists, strict=True):
         if len(mine) != len(verdicts):
@@ -61,9 +62,10 @@ def candidates_for_claims(claims: pd.DataFrame, passages: pd.DataFrame, judge: J
         for v in verdicts:
             if isinstance(v, JudgeFailure):
                 stats += JudgeStats.failure(v.kind)
-                row = (None, None, None, None, None, v.detail, v.kind)
+                row = (None, None, None, None, None, v.detail, v.kind, v.decided_by or kind)
             else:
-                row = (v.verdict, v.confidence, v.support, v.quote, v.quote_start, v.reason, None)
+                row = (v.verdict, v.confidence, v.support, v.quote, v.quote_start, v.reason, None,
+                       v.decided_by or kind)
             for k, x in zip(fields, row):
                 cols[k].append(x)
     table = passages.iloc[take][list(_PASSAGE_COLUMNS)].reset_index(drop=True)

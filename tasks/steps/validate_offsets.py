@@ -20,7 +20,7 @@ from ragspan.tasks.judges.base import JudgeStats
 from ragspan.tasks.steps.cache_policy import step_task
 
 _KEEP = ("claim_id", "source", "chunk_id", "doc_id", "rank", "in_context", "score", "verdict", "confidence",
-         "support", "reason", "error")
+         "support", "reason", "error", "decided_by")
 
 
 def judgements_from_candidates(candidates: pd.DataFrame) -> tuple[pd.DataFrame, JudgeStats]:

@@ -14,7 +14,8 @@ from ragspan.tasks.judges.local import split_claims
 
 
 def judge_call_estimate(answers, retrieved, questions, settings: Settings) -> dict[str, int | str]:
-    per_call = settings.judge.max_passages_per_call if settings.judge.kind == "openai" else 10**9
+    # a cascade's LLM calls are at most those of the LLM judge alone
+    per_call = settings.judge.max_passages_per_call if settings.judge.kind != "local" else 10**9
     retrieved_per_q = retrieved.groupby("question_id").size().to_dict()
     has_ref = set()
     if "reference_answer" in questions.columns:
