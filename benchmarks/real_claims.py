@@ -55,6 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _real_claims import GOLDS, LOADERS, REPO, Case
 from ragspan.tasks.core.taxonomy import SHORT
+from ragspan.tasks.judges.local import local_support_threshold
 
 VENV_BIN = Path(sys.executable).parent
 RAGSPAN = VENV_BIN / "ragspan"
@@ -369,6 +370,43 @@ def calibration_scores(rows: pd.DataFrame) -> dict:
     return {"calibration_n": len(have), "auc": auc(prob, outcome), "ece": ece, "reliability": table}
 
 
+CASCADE_BANDS = (0.05, 0.1, 0.2)
+
+
+def cascade_budget(rows: pd.DataFrame, threshold: float, bands: Sequence[float] = CASCADE_BANDS) -> list[dict]:
+    """The cascade judge's budget curve, with the gold label standing in for a perfect
+    LLM: for each routing rule, the share of claims sent to the LLM and the balanced
+    accuracy when those claims get their gold label. Each case is one claim judged
+    against its passages in one call, so its `support_probability` is exactly what the
+    cascade routes on."""
+    rows = rows[rows["calibrated"] & rows["prob"].notna()]
+    if rows.empty:
+        return []
+    gold = rows["gold"] == "supported"
+    local = rows["label"] == "correct"
+    rules = [("none (local only)", None, pd.Series(False, index=rows.index))]
+    rules += [(f"uncertain ±{b}", b, (rows["prob"] - threshold).abs() <= b) for b in bands]
+    rules.append(("not_supported", None, ~local))
+    out = []
+    for name, band, routed in rules:
+        pred = local.where(~routed, gold)
+        tpr = _ratio(int((gold & pred).sum()), int(gold.sum()))
+        tnr = _ratio(int((~gold & ~pred).sum()), int((~gold).sum()))
+        out.append({"route": name, "band": band, "routed_share": round(float(routed.mean()), 4),
+                    "balanced_accuracy": round((tpr + tnr) / 2, 4) if tpr is not None and tnr is not None else None})
+    return out
+
+
+def print_cascade(results: dict[str, dict]) -> None:
+    for name, r in results.items():
+        if not r.get("cascade"):
+            continue
+        print(f"\n== {name}: cascade budget (gold as a perfect LLM judge)")
+        print(f"{'route':<20}{'routed':>8}{'bal.acc':>9}")
+        for c in r["cascade"]:
+            print(f"{c['route']:<20}{c['routed_share']:>8.3f}{_fmt(c['balanced_accuracy'], 9)}")
+
+
 def score(rows: pd.DataFrame) -> dict:
     """Every figure for one set's pooled held-out predictions."""
     out: dict = {"n": len(rows), "gold": dict(Counter(rows["gold"]))}
@@ -497,6 +535,7 @@ def main(argv: list[str] | None = None) -> int:
         judge, code = cv.judge, cv.code
         results[name] = {
             **score(cv.rows),
+            "cascade": cascade_budget(cv.rows, local_support_threshold()),
             "pipeline_seconds": round(sum(cv.seconds), 2),
             "fit_seconds": round(sum(cv.fit_seconds), 2),
             "runs": len(cv.seconds),
@@ -505,6 +544,7 @@ def main(argv: list[str] | None = None) -> int:
     print_table(results)
     for name, r in results.items():
         print_details(name, r)
+    print_cascade(results)
 
     # A quick (--limit) run never overwrites the full run's figures.
     run_name = args.name or (
