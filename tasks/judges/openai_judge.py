@@ -215,8 +215,8 @@ def openai_spec(params: Any) -> JudgeSpec:
 
     model = (getattr(params, "model", "") or "").strip()
     if not model:
-        raise ConfigError("judge.kind is openai but judge.model is empty: set judge.model in params.yaml "
-                          "or pass --model")
+        raise ConfigError(f"judge.kind is {getattr(params, 'kind', 'openai')} but judge.model is empty: the LLM "
+                          "judge needs a model — set judge.model in params.yaml or pass --model")
     base_url = (getattr(params, "base_url", "") or "").strip() or DEFAULT_BASE_URL
     parts = urlsplit(base_url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
