@@ -2,12 +2,12 @@
 evaluations. The logic is in tasks/reporting/compare.py; this module finds and loads the sides.
 
 A and B are each one of:
-- a results directory (holding metrics.json and diagnoses.parquet), e.g. results/baseline;
+- a results directory (holding metrics.json, manifest.json and diagnoses.parquet), e.g. results/baseline;
 - a git revision (branch, tag, sha, HEAD~1): results/<run>/ read at that revision;
 - a DVC experiment name (as listed by `dvc exp show`), resolved to its commit.
 
-Revisions are read through DVC's file system (`dvc.api.DVCFileSystem`): metrics.json is
-in git (`cache: false`), the Parquet tables come from the DVC cache, so an experiment
+Revisions are read through DVC's file system (`dvc.api.DVCFileSystem`): metrics.json and
+manifest.json are in git (`cache: false`), the Parquet tables come from the DVC cache, so an experiment
 made elsewhere needs `dvc exp pull` / `dvc pull` first.
 """
 
@@ -31,6 +31,7 @@ from ragspan.tasks.reporting.compare import (
     claim_groups,
     compare_runs,
 )
+from ragspan.tasks.reporting.results_files import merge_results, read_results
 
 
 def resolve_rev(repo: Path, name: str) -> tuple[str, str] | None:
@@ -65,11 +66,11 @@ def _load_groups(data_dir: Path, run: str, diagnoses: pd.DataFrame, manifest: di
 
 
 def side_from_dir(path: Path, label: str | None = None) -> Side:
-    metrics_path, diag_path = path / "metrics.json", path / "diagnoses.parquet"
+    diag_path = path / "diagnoses.parquet"
     if not diag_path.is_file():
         raise SideError(f"{path}: no diagnoses.parquet (is this a ragspan results directory? "
                         "`dvc pull` or `dvc repro` restores DVC outs)")
-    metrics = json.loads(metrics_path.read_text(encoding="utf-8"))
+    metrics = read_results(path)
     diagnoses = pd.read_parquet(diag_path)
     manifest = metrics.get("manifest") or {}
     run = metrics.get("run") or path.name
@@ -102,8 +103,14 @@ def side_from_rev(repo: Path, name: str, sha: str, kind: str, run: str | None) -
         if run is None:
             raise SideError(f"{name}: no --run given and params.yaml at {sha[:7]} lists no data.runs")
     base = f"results/{run}"
+    def read(name: str) -> str | None:
+        try:
+            return fs.read_text(f"{base}/{name}")
+        except Exception:  # noqa: BLE001 - absent, or a DVC out not in the local cache
+            return None
+
     try:
-        metrics = json.loads(fs.read_text(f"{base}/metrics.json"))
+        metrics = merge_results(read)
     except FileNotFoundError:
         raise SideError(f"{name} ({kind} {sha[:7]}): no {base}/metrics.json at that revision") from None
     try:
