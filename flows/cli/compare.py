@@ -31,6 +31,13 @@ from ragspan.tasks.reporting.compare import (
     claim_groups,
     compare_runs,
 )
+from ragspan.tasks.reporting.gate import (
+    gate_failures,
+    gate_markdown,
+    gate_summary,
+    gate_text,
+    parse_rules,
+)
 from ragspan.tasks.reporting.results_files import merge_results, read_results
 
 
@@ -149,17 +156,22 @@ def load_side(spec: str, run: str | None, repo: Path) -> Side:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    rules = parse_rules(args.fail_on or [])  # a bad rule stops here, before anything is read
     repo = Path(args.repo or ".")
     a, b = load_side(args.a, args.run, repo), load_side(args.b, args.run, repo)
     result = compare_runs(a, b, force=args.force, resamples=args.resamples, seed=args.seed,
                           level=args.level)
+    gate = gate_summary(rules, gate_failures(result, rules)) if rules else None
     if args.format == "json":
-        print(json.dumps(result, indent=2, ensure_ascii=False, default=str))
+        print(json.dumps({**result, "gate": gate} if gate else result, indent=2, ensure_ascii=False, default=str))
     elif args.format == "markdown":
-        sys.stdout.write(as_markdown(result, args.limit))
+        sys.stdout.write(as_markdown(result, args.limit) + (gate_markdown(gate) if gate else ""))
     else:
         sys.stdout.write(as_text(result, args.limit))
-    return 0
+    if gate is None:
+        return 0
+    sys.stderr.write(gate_text(gate))
+    return 0 if gate["passed"] else 1
 
 
 def register(subparsers) -> None:
@@ -176,4 +188,8 @@ def register(subparsers) -> None:
     p.add_argument("--level", type=float, default=0.95, help="confidence level (default 0.95)")
     p.add_argument("--limit", type=int, default=20, help="claims listed per section (table/markdown)")
     p.add_argument("--repo", help="git/DVC repository for revisions (default: current directory)")
+    p.add_argument("--fail-on", action="append", metavar="RULES",
+                   help="exit 1 when B is worse than A by these rules (comma-separated, repeatable): "
+                        "LABEL:Npp (e.g. hallucination:2pp, any:5pp), significant[:LABEL], "
+                        "correct-lost[:N]; see docs/ci.md")
     p.set_defaults(func=cmd_compare)
