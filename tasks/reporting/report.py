@@ -23,7 +23,7 @@ from ragspan.tasks.io.outputs import write_atomic_dir
 from ragspan.tasks.judges.openai_judge import estimated_cost
 from ragspan.tasks.reporting import charts
 from ragspan.tasks.reporting.findings import concentration, fix_order
-from ragspan.tasks.reporting.groups import claim_groups
+from ragspan.tasks.reporting.groups import claim_groups, group_order
 from ragspan.tasks.reporting.html import render_report
 from ragspan.tasks.reporting.results_files import results_writers
 from ragspan.tasks.reporting.stats import bootstrap_spec, rate_intervals
@@ -45,8 +45,8 @@ def breakdowns(diagnoses: pd.DataFrame, corpus: pd.DataFrame, questions: pd.Data
     groups = claim_groups(diagnoses, corpus, questions, retrieved)
     out: dict[str, dict] = {}
     for key in groups.columns[1:]:
-        values = groups[key].to_numpy()
-        out[key] = {str(v): label_counts(diagnoses[values == v]) for v in sorted(set(values))}
+        values = groups[key].astype("object").to_numpy()
+        out[key] = {v: label_counts(diagnoses[values == v]) for v in group_order(groups[key])}
     return {k: v for k, v in out.items() if v}
 
 
