@@ -56,6 +56,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _real_claims import GOLDS, LOADERS, REPO, Case
 from ragspan.tasks.core.taxonomy import SHORT
 from ragspan.tasks.judges.local import local_support_threshold
+from ragspan.tasks.reporting.results_files import read_results
 
 VENV_BIN = Path(sys.executable).parent
 RAGSPAN = VENV_BIN / "ragspan"
@@ -171,7 +172,7 @@ def run_pipeline(
     seconds = time.perf_counter() - t0
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    manifest = json.loads((out / "metrics.json").read_text(encoding="utf-8"))["manifest"]
+    manifest = read_results(out)["manifest"]
     code = {k: manifest.get(k) for k in ("ragspan_version", "code_version")}
     return RunResult(pd.read_parquet(out / "diagnoses.parquet"), manifest["judge"], code, seconds)
 

@@ -43,3 +43,21 @@ def test_a_run_without_results_is_a_clear_error(tmp_path, capsys):
     code = main(["aggregate", "ghost", "--results", str(tmp_path), "--out", str(tmp_path / "reports")])
     assert code == 2 and "no metrics for run 'ghost'" in capsys.readouterr().err
     assert not (tmp_path / "reports").exists()
+
+
+def test_aggregate_reads_the_split_layout_and_keeps_identity_out_of_metrics(tmp_path):
+    """Results written as metrics.json + manifest.json + run.json (results_files.py): the
+    aggregate metric holds numbers only, the runs' identity goes to reports/manifest.json."""
+    from ragspan.tasks.reporting.results_files import split_results
+
+    view = {**_metrics({"correct": 3, "hallucination": 1}), "run": "r", "judge": {"calls": 7},
+            "manifest": {"params_hash": "p", "code_version": "c", "git_rev": "abc", "git_dirty": True}}
+    (tmp_path / "results" / "r").mkdir(parents=True)
+    for name, body in split_results(view).items():
+        (tmp_path / "results" / "r" / name).write_text(json.dumps(body))
+    out = tmp_path / "reports"
+    assert main(["aggregate", "r", "--results", str(tmp_path / "results"), "--out", str(out), "--quiet"]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["r"]["rates"]["correct"] == 0.75 and "manifest" not in metrics["r"]
+    identity = json.loads((out / "manifest.json").read_text())["r"]
+    assert identity["params_hash"] == "p" and identity["code_version"] == "c" and "git_rev" not in identity

@@ -3,7 +3,6 @@ scripted OpenAI-compatible server over real HTTP), and the outputs say who decid
 
 from __future__ import annotations
 
-import json
 import re
 
 import pandas as pd
@@ -13,6 +12,7 @@ from fake_openai_server import FakeOpenAIServer, user_text
 from ragspan.flows.cli import main
 from ragspan.tasks.judges.base import JudgeFailure, Verdict
 from ragspan.tasks.judges.cascade import needs_llm
+from ragspan.tasks.reporting.results_files import read_results
 
 
 def _v(verdict: str, support: float) -> Verdict:
@@ -30,7 +30,7 @@ def test_routing_rules():
 
 
 def _claims_sent(server) -> list[str]:
-    return [re.search(r"<claim>\n(.*?)\n</claim>", user_text(b), re.S).group(1) for b in server.requests
+    return [re.search(r"<claim>\n(.*?)\n</claim>", user_text(b), re.DOTALL).group(1) for b in server.requests
             if "<claim>" in user_text(b)]
 
 
@@ -43,8 +43,7 @@ def test_only_uncertain_claims_reach_the_llm_and_outputs_say_who_decided(tmp_pat
         sent = set(_claims_sent(server))
         requests = server.count
     assert code == 0, capsys.readouterr().err
-    metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
-    judge = metrics["judge"]
+    judge = read_results(tmp_path / "out")["judge"]
     d = pd.read_parquet(tmp_path / "out" / "diagnoses.parquet")
     assert set(d["decided_by"].dropna()) == {"local", "openai"}
     by_llm = set(d.loc[d["decided_by"] == "openai", "claim"])
@@ -68,7 +67,7 @@ def test_routing_every_claim_not_supported_sends_more(tmp_path, monkeypatch, cap
         code = main(["evaluate", "--judge", "cascade", "--model", "fake-model", "--base-url", server.url,
                      "--out", "out", "--quiet"])
     assert code == 0, capsys.readouterr().err
-    judge = json.loads((tmp_path / "out" / "metrics.json").read_text())["judge"]
+    judge = read_results(tmp_path / "out")["judge"]
     d = pd.read_parquet(tmp_path / "out" / "diagnoses.parquet")
     # every claim the local judge did not find supported went to the LLM
     assert judge["routed"] > 0 and (d.loc[d["label"].isin(["hallucination", "synthesis_error"]), "decided_by"]

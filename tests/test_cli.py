@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, SAMPLE
 from ragspan.flows.cli import main
+from ragspan.tasks.reporting.results_files import read_results
 
 
 def _rewrite_jsonl(path: Path, line: int, change: Callable[[dict], object]) -> None:
@@ -148,4 +149,4 @@ def test_a_second_evaluate_says_every_answer_came_from_the_answer_store(tmp_path
     second = capsys.readouterr().out
     assert "answers reused from the answer store: 36 of 36" in second
     assert "tasks: none ran" in second and "judge calls: 0 " in second
-    assert json.loads((tmp_path / "b" / "metrics.json").read_text())["judge"]["answers_reused"] == 36
+    assert read_results(tmp_path / "b")["judge"]["answers_reused"] == 36

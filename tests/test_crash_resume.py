@@ -25,6 +25,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from fake_openai_server import FakeOpenAIServer
+from ragspan.tasks.reporting.results_files import read_results
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 
@@ -218,7 +219,7 @@ def test_sigkill_at_several_points_then_resume(tmp_path, state_dir):
     assert repeated == lost, f"{repeated} calls sent twice but only {lost} were in flight at a kill"
     assert 0 < lost <= 2 * 2  # at most shard_concurrency (2) x max_concurrency (1) per kill in judging
     assert not [n for n in os.listdir(parent) if n.startswith(".r.tmp-")]  # staging dirs cleaned up
-    metrics = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
+    metrics = read_results(out)
     assert metrics["claims"] == len(reference)
 
 

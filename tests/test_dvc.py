@@ -2,10 +2,11 @@
 
 One workspace is built by `ragspan init` on a small folder of user data (a subset of the
 sample) and carried through the whole loop — `dvc repro` (pipeline run 1), a no-op
-`dvc repro`, `dvc exp run -S search.top_k=0` (run 2), `dvc exp show` / `dvc metrics diff`
-/ `dvc plots diff`, `ragspan compare HEAD <exp>`, and `dvc push` → wipe cache, outs and
-data → `dvc pull` → `dvc repro` restoring the same report. Two pipeline runs in all
-(each ~10–15 s: a Prefect temporary server per process). No git user is assumed: git
+`dvc repro`, an unchanged `dvc repro --force` (run 2: `dvc metrics diff` empty),
+`dvc exp run -S search.top_k=0` (run 3), `dvc exp show` / `dvc metrics diff`
+/ `dvc plots diff` (an offline page), `ragspan compare HEAD <exp>`, and `dvc push` → wipe cache, outs and
+data → `dvc pull` → `dvc repro` restoring the same report. Three pipeline runs in all
+(each ~10–15 s: a Prefect temporary server per process; the forced one is served by the caches). No git user is assumed: git
 identity is given with `-c user.name=…` only where this test commits.
 """
 
@@ -23,6 +24,7 @@ import pytest
 import yaml
 from conftest import REPO, SAMPLE
 from ragspan.tasks.io.manifest import dir_md5
+from ragspan.tasks.reporting.results_files import read_results
 
 BIN = Path(sys.executable).parent
 DVC = str(BIN / "dvc")
@@ -84,7 +86,7 @@ def make_user_data(dest: Path) -> Path:
 
 
 def metrics(ws: Path) -> dict:
-    return json.loads((ws / "results" / "baseline" / "metrics.json").read_text(encoding="utf-8"))
+    return read_results(ws / "results" / "baseline")
 
 
 @pytest.fixture(scope="module")
@@ -99,9 +101,16 @@ def workspace(tmp_path_factory, env) -> dict:
     m_before = metrics(ws)
     run(["git", "add", "-A"], ws, env)
     run(["git", *GIT_ID, "commit", "-q", "-m", "first report"], ws, env)
+    forced = run([DVC, "repro", "--force"], ws, env)
+    forced_diff = json.loads(run([DVC, "metrics", "diff", "--json"], ws, env).stdout)
+    forced_status = run(["git", "status", "--porcelain", "--", "results", "reports"], ws, env).stdout
+    forced_facts = json.loads((ws / "results" / "baseline" / "run.json").read_text(encoding="utf-8"))
+    run(["git", "add", "-A"], ws, env)
+    run(["git", *GIT_ID, "commit", "-q", "-m", "forced re-run"], ws, env)  # dvc.lock: run.json, report.html
     exp = run([DVC, "exp", "run", "-S", "search.top_k=0", "-n", "notopk"], ws, env)
     return {"root": root, "ws": ws, "init": init, "first": first, "noop": noop,
-            "before": m_before, "exp": exp}
+            "before": m_before, "exp": exp, "forced": forced, "forced_diff": forced_diff,
+            "forced_status": forced_status, "forced_facts": forced_facts}
 
 
 def test_init_scaffolds_git_dvc_data_remote_params(workspace, env):
@@ -120,16 +129,18 @@ def test_init_scaffolds_git_dvc_data_remote_params(workspace, env):
     assert "files staged, not committed" in workspace["init"].stdout  # no git user assumed
     assert "/data" in (ws / ".gitignore").read_text()
     first_commit = run(["git", "log", "--format=%s"], ws, env).stdout.splitlines()
-    assert first_commit == ["first report"]  # the only commit is the one this test made
+    assert first_commit == ["forced re-run", "first report"]  # the only commits are this test's
 
 
 def test_repro_writes_outputs_and_second_repro_is_a_noop(workspace):
     ws = workspace["ws"]
     assert "Running stage 'evaluate@baseline'" in workspace["first"].stdout
-    from ragspan.flows.cli.init import CACHED_OUTS
+    from ragspan.flows.cli.init import CACHED_OUTS, TRACKED_OUTS
 
     written = {p.name for p in (ws / "results" / "baseline").iterdir()} - {".gitignore"}
-    assert written == {*CACHED_OUTS, "metrics.json", "taxonomy.csv"}  # every output declared
+    assert written == {*CACHED_OUTS, *TRACKED_OUTS, "metrics.json", "taxonomy.csv"}  # every output declared
+    assert (ws / "reports" / "summary.md").is_file()  # the aggregate stage ran after evaluate
+    assert "Running stage 'aggregate'" in workspace["first"].stdout
     assert "Running stage" not in workspace["noop"].stdout
     assert "up to date" in workspace["noop"].stdout
     m = workspace["before"]
@@ -140,6 +151,49 @@ def test_repro_writes_outputs_and_second_repro_is_a_noop(workspace):
     assert m["manifest"]["questions"]["count"] == len(KEEP)
     # The first report ran before any commit (no git user, nothing committed): no revision.
     assert m["manifest"]["git_rev"] is None and m["manifest"]["git_dirty"] is None
+
+
+def test_unchanged_forced_repro_changes_no_metric_and_no_tracked_result(workspace):
+    """metrics.json holds results only; run facts (judge calls, answers reused, task states,
+    git state) went to run.json, a DVC-cached out: a forced re-run of the same inputs is
+    served from the caches, so its run facts differ — and `dvc metrics diff` shows nothing."""
+    ws = workspace["ws"]
+    assert "Running stage 'evaluate@baseline'" in workspace["forced"].stdout
+    assert workspace["forced_diff"] == {}
+    assert workspace["forced_status"] == ""  # metrics.json, manifest.json, taxonomy.csv unchanged
+    on_disk = json.loads((ws / "results" / "baseline" / "metrics.json").read_text(encoding="utf-8"))
+    assert not {"manifest", "by_metadata", "judge", "bootstrap"} & set(on_disk)
+    facts = workspace["forced_facts"]
+    assert facts["judge"]["answers_reused"] == len(KEEP)  # the forced run reused every answer
+    assert "git_rev" in facts["manifest"] and "git_rev" not in json.loads(
+        (ws / "results" / "baseline" / "manifest.json").read_text(encoding="utf-8"))
+
+
+def _flat(d: dict, prefix: str = "") -> set[str]:
+    out: set[str] = set()
+    for k, v in d.items():
+        if v is not None:  # DVC shows no column for a null
+            out |= _flat(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}"}
+    return out
+
+
+def test_exp_show_has_results_only_and_the_documented_view_fits_a_terminal(workspace, env):
+    r"""`dvc exp show`: its metric columns are metrics.json's results (no manifest, no
+    by-metadata rates, no run facts); the view docs/dvc.md gives (`--drop '.*' --keep
+    'Experiment|labels\..*\.rate'`) shows every column at 160 characters, nothing elided."""
+    ws = workspace["ws"]
+    header = run([DVC, "exp", "show", "--csv"], ws, env).stdout.splitlines()[0].split(",")
+    params = _flat(yaml.safe_load((ws / "params.yaml").read_text()))
+    metrics_cols = [c for c in header if c not in params and c not in {
+        "Experiment", "rev", "typ", "Created", "parent", "State", "Executor", "data", "results"}]
+    on_disk = json.loads((ws / "results" / "baseline" / "metrics.json").read_text(encoding="utf-8"))
+    assert set(metrics_cols) == _flat(on_disk), metrics_cols
+    assert len(metrics_cols) <= 30 and not [c for c in header if c.startswith(("manifest", "by_metadata"))]
+    table = run([DVC, "exp", "show", "--no-pager", "--drop", ".*", "--keep", r"Experiment|labels\..*\.rate"],
+                ws, {**env, "COLUMNS": "160"}).stdout
+    assert "…" not in table and "notopk" in table
+    assert all(f"labels.{label}.rate" in table for label in
+               ("correct", "rank_failure", "retrieval_miss", "synthesis_error", "hallucination"))
 
 
 def test_exp_run_changes_metrics_and_dvc_shows_them(workspace, env):
@@ -162,6 +216,9 @@ def test_exp_run_changes_metrics_and_dvc_shows_them(workspace, env):
     plots = run([DVC, "plots", "diff", "HEAD", "notopk", "-o", str(workspace["root"] / "plots")], ws, env)
     html = (workspace["root"] / "plots" / "index.html").read_text()
     assert "notopk" in html and "retrieval_miss" in html, plots.stdout
+    # `ragspan init` set plots.html_template: Vega is inlined, nothing loads from the network
+    assert "<script src=" not in html and "cdn.jsdelivr" not in html
+    assert "vegaEmbed(" in html and "vega-lite 5.2.0" in html
 
 
 def test_compare_reports_the_transitions_the_param_caused(workspace, env):
@@ -211,9 +268,10 @@ def test_repository_dvc_yaml_declares_params_metrics_and_plots():
     assert "--run ${item}" in do["cmd"] and "--out results/${item}" in do["cmd"]
     assert {"${data.dir}", "tasks", "flows"} <= set(do["deps"])
     assert {"judge", "search", "chunking", "pipeline"} <= set(do["params"])
-    from ragspan.flows.cli.init import CACHED_OUTS
+    from ragspan.flows.cli.init import CACHED_OUTS, TRACKED_OUTS
 
-    assert do["outs"] == [f"results/${{item}}/{name}" for name in CACHED_OUTS]
+    assert do["outs"] == ([f"results/${{item}}/{name}" for name in CACHED_OUTS]
+                          + [{f"results/${{item}}/{name}": {"cache": False}} for name in TRACKED_OUTS])
     (metric,) = do["metrics"]
     assert metric == {"results/${item}/metrics.json": {"cache": False}}
     (plot,) = do["plots"]
@@ -244,3 +302,21 @@ def test_dir_md5_matches_dvc_add_with_dvcignore(tmp_path, env):
     recorded = yaml.safe_load((tmp_path / "d.dvc").read_text())["outs"][0]
     assert dir_md5(d, tmp_path) == recorded["md5"]
     assert recorded["nfiles"] == 3
+
+
+def test_init_pipeline_has_the_repository_stages_and_the_offline_plots_page():
+    """`ragspan init`'s dvc.yaml runs the same stages as ragspan's own (evaluate per run,
+    then aggregate, the last stage); both repositories render DVC plots offline."""
+    from ragspan.flows.cli.init import DVC_YAML, PLOTS_PAGE, evaluate_outs_yaml
+
+    ours = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
+    theirs = yaml.safe_load(DVC_YAML.format(data="data", outs=evaluate_outs_yaml()))["stages"]
+    assert list(theirs) == list(ours) == ["evaluate", "aggregate"]
+    assert theirs["aggregate"]["cmd"] == ours["aggregate"]["cmd"]
+    assert theirs["aggregate"]["outs"] == ours["aggregate"]["outs"]
+    assert theirs["evaluate"]["do"]["outs"] == ours["evaluate"]["do"]["outs"]
+    assert "metrics" not in ours["aggregate"] or ours["aggregate"]["metrics"] == theirs["aggregate"]["metrics"]
+    config = (REPO / ".dvc" / "config").read_text()
+    assert "html_template = ../tasks/reporting/dvc_plots.html" in config
+    page = PLOTS_PAGE.read_text(encoding="utf-8")
+    assert "{plot_divs}" in page and "{scripts}" not in page and "<script src=" not in page

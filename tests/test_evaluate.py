@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from conftest import SAMPLE
 from ragspan.tasks.core import schemas
+from ragspan.tasks.reporting.results_files import read_results
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 
@@ -64,7 +65,7 @@ def test_outputs_match_their_schemas_and_design_columns(sample_results):
     d = schemas.Diagnoses.validate(pd.read_parquet(out / "diagnoses.parquet"))
     design = "run question_id claim_id claim answer_start answer_end label doc_id chunk_id char_start char_end span_text rank in_context score reason"
     assert set(design.split()) <= set(d.columns)
-    on_disk = json.loads((out / "metrics.json").read_text())
+    on_disk = read_results(out)
     assert on_disk["labels"] == metrics["labels"]
     assert {"inputs_md5", "params", "judge", "code_version", "ragspan_version"} <= set(on_disk["manifest"])
     taxonomy = pd.read_csv(out / "taxonomy.csv")

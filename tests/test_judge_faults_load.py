@@ -26,6 +26,7 @@ from fake_openai_server import (
     smart_reply,
 )
 from ragspan.tasks.core.schemas import LABELS
+from ragspan.tasks.reporting.results_files import read_results
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 
@@ -112,7 +113,7 @@ def test_500_answers_under_random_faults_complete_and_rerun_from_the_cache(tmp_p
     out1 = tmp_path / "out1"
     claims = pd.read_parquet(out1 / "claims.parquet")
     diagnoses = pd.read_parquet(out1 / "diagnoses.parquet")
-    metrics = json.loads((out1 / "metrics.json").read_text(encoding="utf-8"))
+    metrics = read_results(out1)
     # every claim is diagnosed (one row each) with a label from the closed set, or unjudged
     assert sorted(diagnoses["claim_id"]) == sorted(claims["claim_id"])
     assert diagnoses["label"].isin(LABELS).all() and diagnoses["question_id"].nunique() == N_ANSWERS

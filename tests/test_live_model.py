@@ -19,6 +19,7 @@ import pandas as pd
 import pytest
 from conftest import REPO, SAMPLE
 from ragspan.tasks.core.schemas import LABELS
+from ragspan.tasks.reporting.results_files import read_results
 
 pytestmark = pytest.mark.live
 
@@ -75,7 +76,7 @@ def test_a_real_small_model_leaves_every_claim_diagnosed_or_unjudged(gemma_serve
     assert proc.returncode == 0, proc.stderr[-3000:]
     diagnoses = pd.read_parquet(out / "diagnoses.parquet")
     assert len(diagnoses) >= 3 and diagnoses["label"].isin(LABELS).all()
-    metrics = json.loads((out / "metrics.json").read_text())
+    metrics = read_results(out)
     assert sum(v["count"] for v in metrics["labels"].values()) == len(diagnoses)
     # the model really answered (a dead server would also leave every claim `unjudged`)
     judge = metrics["judge"]

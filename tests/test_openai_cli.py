@@ -10,6 +10,7 @@ import pytest
 from conftest import SAMPLE
 from fake_openai_server import FakeOpenAIServer
 from ragspan.flows.cli import main
+from ragspan.tasks.reporting.results_files import read_results
 
 
 @pytest.fixture
@@ -39,7 +40,7 @@ def test_flags_alone_configure_the_openai_judge(server, capsys, tmp_path, monkey
                  "fake-model", "--base-url", server.url, "--out", str(out), "--quiet"])
     assert code == 0, capsys.readouterr().err
     assert server.count > 0 and all(r["model"] == "fake-model" for r in server.requests)
-    metrics = json.loads((out / "metrics.json").read_text())
+    metrics = read_results(out)
     assert metrics["manifest"]["judge"]["kind"] == "openai" and metrics["manifest"]["judge"]["model"] == "fake-model"
     d = pd.read_parquet(out / "diagnoses.parquet")
     assert len(d) == metrics["claims"] and d["label"].notna().all()

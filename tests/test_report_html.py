@@ -266,8 +266,8 @@ def test_chart_images_are_valid_png_and_svg_of_the_expected_size():
 def test_evidence_positions_are_relative_to_the_cutoff():
     i = hostile_inputs()
     pos = {p.key: p.count for p in charts.evidence_positions(i["diagnoses"], i["retrieved"])}
-    # q"1: cutoff 1; rank_failure at rank 2 → +1, correct at rank 1 → 0; q2 correct at 0
-    assert pos == {"offset+0": 2, "offset+1": 1, "corpus": 0, "none": 1}
+    # q"1: cutoff 1; rank_failure at rank 2 → 1 below, correct at rank 1; q2 correct at rank 1
+    assert pos == {"rank1": 2, "offset+1": 1, "corpus": 0, "none": 1}
 
 
 def test_summary_markdown_has_the_headline_fixes_and_images():

@@ -35,6 +35,7 @@ import yaml
 from conftest import SAMPLE
 from ragspan.flows import serve as serve_mod
 from ragspan.flows import watch as watch_mod
+from ragspan.tasks.reporting.results_files import read_results
 from ragspan.tasks.tools import demo_rag
 
 BIN = Path(sys.executable).parent
@@ -340,7 +341,7 @@ def test_index_rebuilt_event_runs_evaluates_and_records(tmp_path):
         assert h1["trigger"] == "event" and h1["index"] == "demo" and h1["version"] == "v1"
         assert h1["source"] == "rag.command" and h1["flow_run_id"] == str(run1.id)
         assert h1["experiment"]["name"] == h1["name"] and h1["experiment"]["sha"]
-        metrics = json.loads((ws / "results" / "demo" / "metrics.json").read_text())
+        metrics = read_results(ws / "results" / "demo")
         _, intended = demo_rag.demo_run(ws / "data", state / "demo-index" / "demo")
         # the history records exactly the run's taxonomy ...
         assert {k: v for k, v in h1["counts"].items() if v} == {k: v["count"] for k, v in metrics["labels"].items()

@@ -46,6 +46,8 @@ import threading
 import time
 from pathlib import Path
 
+from ragspan.tasks.reporting.results_files import read_results
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 sys.path.insert(0, str(HERE))
@@ -123,7 +125,7 @@ def evaluate(ws: Path, home: Path, out: Path, timings: Path | None, runner: str)
     cmd = [RAGSPAN, "evaluate", "--data", str(ws), "--run", "scale", "--out", str(out), "--quiet",
            "--task-runner", runner]
     r = run_measured(cmd, _env(home, timings), ws)
-    m = json.loads((out / "metrics.json").read_text())
+    m = read_results(out)
     r.pop("stdout")
     r.update(claims=m["claims"], judge_calls=m["judge"]["calls"], task_states=m["judge"]["task_states"],
              answers_reused=m["judge"].get("answers_reused", 0),

@@ -2,12 +2,12 @@
 evaluations. The logic is in tasks/reporting/compare.py; this module finds and loads the sides.
 
 A and B are each one of:
-- a results directory (holding metrics.json and diagnoses.parquet), e.g. results/baseline;
+- a results directory (holding metrics.json, manifest.json and diagnoses.parquet), e.g. results/baseline;
 - a git revision (branch, tag, sha, HEAD~1): results/<run>/ read at that revision;
 - a DVC experiment name (as listed by `dvc exp show`), resolved to its commit.
 
-Revisions are read through DVC's file system (`dvc.api.DVCFileSystem`): metrics.json is
-in git (`cache: false`), the Parquet tables come from the DVC cache, so an experiment
+Revisions are read through DVC's file system (`dvc.api.DVCFileSystem`): metrics.json and
+manifest.json are in git (`cache: false`), the Parquet tables come from the DVC cache, so an experiment
 made elsewhere needs `dvc exp pull` / `dvc pull` first.
 """
 
@@ -31,6 +31,14 @@ from ragspan.tasks.reporting.compare import (
     claim_groups,
     compare_runs,
 )
+from ragspan.tasks.reporting.gate import (
+    gate_failures,
+    gate_markdown,
+    gate_summary,
+    gate_text,
+    parse_rules,
+)
+from ragspan.tasks.reporting.results_files import merge_results, read_results
 
 
 def resolve_rev(repo: Path, name: str) -> tuple[str, str] | None:
@@ -65,11 +73,11 @@ def _load_groups(data_dir: Path, run: str, diagnoses: pd.DataFrame, manifest: di
 
 
 def side_from_dir(path: Path, label: str | None = None) -> Side:
-    metrics_path, diag_path = path / "metrics.json", path / "diagnoses.parquet"
+    diag_path = path / "diagnoses.parquet"
     if not diag_path.is_file():
         raise SideError(f"{path}: no diagnoses.parquet (is this a ragspan results directory? "
                         "`dvc pull` or `dvc repro` restores DVC outs)")
-    metrics = json.loads(metrics_path.read_text(encoding="utf-8"))
+    metrics = read_results(path)
     diagnoses = pd.read_parquet(diag_path)
     manifest = metrics.get("manifest") or {}
     run = metrics.get("run") or path.name
@@ -102,8 +110,14 @@ def side_from_rev(repo: Path, name: str, sha: str, kind: str, run: str | None) -
         if run is None:
             raise SideError(f"{name}: no --run given and params.yaml at {sha[:7]} lists no data.runs")
     base = f"results/{run}"
+    def read(name: str) -> str | None:
+        try:
+            return fs.read_text(f"{base}/{name}")
+        except Exception:  # noqa: BLE001 - absent, or a DVC out not in the local cache
+            return None
+
     try:
-        metrics = json.loads(fs.read_text(f"{base}/metrics.json"))
+        metrics = merge_results(read)
     except FileNotFoundError:
         raise SideError(f"{name} ({kind} {sha[:7]}): no {base}/metrics.json at that revision") from None
     try:
@@ -142,17 +156,22 @@ def load_side(spec: str, run: str | None, repo: Path) -> Side:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    rules = parse_rules(args.fail_on or [])  # a bad rule stops here, before anything is read
     repo = Path(args.repo or ".")
     a, b = load_side(args.a, args.run, repo), load_side(args.b, args.run, repo)
     result = compare_runs(a, b, force=args.force, resamples=args.resamples, seed=args.seed,
                           level=args.level)
+    gate = gate_summary(rules, gate_failures(result, rules)) if rules else None
     if args.format == "json":
-        print(json.dumps(result, indent=2, ensure_ascii=False, default=str))
+        print(json.dumps({**result, "gate": gate} if gate else result, indent=2, ensure_ascii=False, default=str))
     elif args.format == "markdown":
-        sys.stdout.write(as_markdown(result, args.limit))
+        sys.stdout.write(as_markdown(result, args.limit) + (gate_markdown(gate) if gate else ""))
     else:
         sys.stdout.write(as_text(result, args.limit))
-    return 0
+    if gate is None:
+        return 0
+    sys.stderr.write(gate_text(gate))
+    return 0 if gate["passed"] else 1
 
 
 def register(subparsers) -> None:
@@ -169,4 +188,8 @@ def register(subparsers) -> None:
     p.add_argument("--level", type=float, default=0.95, help="confidence level (default 0.95)")
     p.add_argument("--limit", type=int, default=20, help="claims listed per section (table/markdown)")
     p.add_argument("--repo", help="git/DVC repository for revisions (default: current directory)")
+    p.add_argument("--fail-on", action="append", metavar="RULES",
+                   help="exit 1 when B is worse than A by these rules (comma-separated, repeatable): "
+                        "LABEL:Npp (e.g. hallucination:2pp, any:5pp), significant[:LABEL], "
+                        "correct-lost[:N]; see docs/ci.md")
     p.set_defaults(func=cmd_compare)

@@ -9,8 +9,9 @@ What it does, each step skipped when already done (re-running is safe):
 4. a default local remote, `<parent>/<DIR name>.dvc-storage` (or `--remote URL`), so
    `dvc push` / `dvc pull` work offline;
 5. `params.yaml` pointing at the data (runs = DATA/runs/*.jsonl), `dvc.yaml` (one
-   evaluate stage per run, like ragspan's own), the plot templates under .dvc/plots/,
-   and `.ragspan/` (caches) in .gitignore;
+   evaluate stage per run and the `aggregate` stage, like ragspan's own), the plot
+   templates and the offline plots page under .dvc/plots/, and `.ragspan/` (caches) in
+   .gitignore;
 6. a commit "ragspan init" only when git has a user configured (nothing is assumed);
    otherwise the files are staged and the command to commit is printed.
 
@@ -24,6 +25,7 @@ import json
 import shutil
 import subprocess
 import sys
+from importlib import resources
 from pathlib import Path
 
 import yaml
@@ -31,6 +33,7 @@ from ragspan.tasks.config import Settings
 from ragspan.tasks.core.schemas import LABELS
 from ragspan.tasks.errors import InitError
 from ragspan.tasks.reporting.charts import LABEL_COLORS
+from ragspan.tasks.reporting.results_files import BY_METADATA_FILE, MANIFEST_FILE, RUN_FILE
 
 # What both bar-chart templates share (a DVC plot template is a Vega-Lite spec).
 _BAR_CHART: dict = {
@@ -80,19 +83,28 @@ PLOT_TEMPLATES: dict[str, dict] = {
 }
 
 # The cached DVC outs of each run: every file report.py writes into results/<run>/ except
-# metrics.json and taxonomy.csv (git-tracked metrics/plots). ragspan's own dvc.yaml lists
-# the same files; tests check both against what a real run writes.
+# metrics.json, taxonomy.csv (git-tracked metrics/plots) and manifest.json (a git-tracked
+# out: `ragspan compare` reads it at any revision). ragspan's own dvc.yaml lists the same
+# files; tests check both against what a real run writes.
 CACHED_OUTS = ("claims.parquet", "spans.parquet", "diagnoses.parquet", "report.html", "summary.md",
                "taxonomy.svg", "taxonomy.png", "ranks.svg", "ranks.png", "by_metadata.svg",
-               "by_metadata.png")
+               "by_metadata.png", BY_METADATA_FILE, RUN_FILE)
+TRACKED_OUTS = (MANIFEST_FILE,)
+
+# The offline DVC plots page (Vega inlined; scripts/vendor-vega builds it), copied to
+# .dvc/plots/ and set as `plots.html_template`, so `dvc plots show/diff` pages render offline.
+PLOTS_PAGE = resources.files("ragspan.tasks.reporting") / "dvc_plots.html"
+PLOTS_PAGE_NAME = "offline.html"
 
 DVC_YAML = """\
-# Written by `ragspan init`. One stage per run in params.yaml `data.runs`, each running
-# the whole evaluate flow. The data directory is tracked by DVC (`{data}.dvc`); the
-# results' Parquet tables and report.html are DVC outs; metrics.json and taxonomy.csv
-# are committed to git (cache: false) for `dvc metrics diff` / `dvc plots diff`.
+# Written by `ragspan init`. One evaluate stage per run in params.yaml `data.runs`, each
+# running the whole evaluate flow, then `aggregate`, the last stage: every run side by side
+# in reports/. The data directory is tracked by DVC (`{data}.dvc`); the results' Parquet
+# tables, report.html and run.json (this run's judge calls, task states, git state) are DVC
+# outs; metrics.json (results only), manifest.json and taxonomy.csv are committed to git
+# (cache: false) for `dvc metrics diff` / `dvc plots diff` / `ragspan compare`.
 # ragspan's code is not a dep here (it is an installed package): after upgrading
-# ragspan, run `dvc repro --force` (metrics.json records the code version).
+# ragspan, run `dvc repro --force` (manifest.json records the code version).
 stages:
   evaluate:
     foreach: ${{data.runs}}
@@ -119,7 +131,33 @@ stages:
             title: "Claims by taxonomy label (rate over judged claims)"
             x_label: label
             y_label: rate
+  aggregate:  # every run side by side; `results` as a dep follows every evaluate stage
+    cmd: ragspan aggregate --results results --out reports --quiet
+    deps:
+      - results
+    params:
+      - data.runs
+    outs:  # reports/metrics.json repeats each run's metrics: a file, not a second DVC metric
+      - reports/summary.md
+      - reports/manifest.json:
+          cache: false
+      - reports/metrics.json:
+          cache: false
+    plots:
+      - reports/taxonomy.csv:
+          cache: false
+          x: label
+          y: rate
+          template: taxonomy_stacked
+          title: "Claims by taxonomy label, all runs"
 """
+
+
+def evaluate_outs_yaml() -> str:
+    """The evaluate stage's `outs:` entries (DVC_YAML's {outs})."""
+    lines = [f"        - results/${{item}}/{name}" for name in CACHED_OUTS]
+    lines += [f"        - results/${{item}}/{name}:\n            cache: false" for name in TRACKED_OUTS]
+    return "\n".join(lines)
 
 
 def _dvc() -> list[str]:
@@ -218,6 +256,9 @@ def init_workspace(root: Path, data_arg: str | None = None, remote: str | None =
     plots.mkdir(exist_ok=True)
     for name, content in PLOT_TEMPLATES.items():
         (plots / name).write_text(json.dumps(content, indent=2) + "\n", encoding="utf-8")
+    (plots / PLOTS_PAGE_NAME).write_text(PLOTS_PAGE.read_text(encoding="utf-8"), encoding="utf-8")
+    _run([*_dvc(), "config", "plots.html_template", f"plots/{PLOTS_PAGE_NAME}"], root,
+         "dvc config plots.html_template")
 
     _append_line(root / ".gitignore", "/.ragspan/")
     _append_line(root / ".dvcignore", "/.ragspan/")
@@ -243,8 +284,8 @@ def init_workspace(root: Path, data_arg: str | None = None, remote: str | None =
                           encoding="utf-8")
         done["params"] = True
     if not (root / "dvc.yaml").exists():
-        outs = "\n".join(f"        - results/${{item}}/{name}" for name in CACHED_OUTS)
-        (root / "dvc.yaml").write_text(DVC_YAML.format(data=rel_data, outs=outs), encoding="utf-8")
+        (root / "dvc.yaml").write_text(DVC_YAML.format(data=rel_data, outs=evaluate_outs_yaml()),
+                                       encoding="utf-8")
         done["dvc_yaml"] = True
 
     files = [".gitignore", ".dvcignore", ".dvc/config", ".dvc/plots", "params.yaml", "dvc.yaml",

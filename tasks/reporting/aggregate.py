@@ -2,8 +2,9 @@
 
 Reads `results/<run>/metrics.json` of each run in params.yaml `data.runs` and writes
 `reports/`: `taxonomy.csv` (run × label: count, rate — the table `dvc plots` draws one
-column per run), `summary.md` (one Markdown table) and `metrics.json` (per run: claims,
-unjudged, rates, failure shares, and the manifest's data/params/judge identity).
+column per run), `summary.md` (one Markdown table), `metrics.json` (per run: claims,
+unjudged, rates, failure shares — a DVC metric, results only) and `manifest.json` (per run:
+the manifest's data/params/judge/code identity — not a metric).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pandas as pd
 from ragspan.tasks.core.taxonomy import FAILURE_LABELS, LABELS
 from ragspan.tasks.errors import MissingRun
 from ragspan.tasks.io.outputs import write_atomic_dir
+from ragspan.tasks.reporting.results_files import read_results
 
 
 def run_metrics(results: Path, runs: list[str]) -> dict[str, dict]:
@@ -24,7 +26,7 @@ def run_metrics(results: Path, runs: list[str]) -> dict[str, dict]:
         if not path.is_file():
             raise MissingRun(f"{path}: no metrics for run {run!r}; evaluate it first (`dvc repro` or "
                              f"`ragspan evaluate --run {run}`)")
-        out[run] = json.loads(path.read_text(encoding="utf-8"))
+        out[run] = read_results(path.parent)
     return out
 
 
@@ -52,12 +54,19 @@ def aggregate_markdown(metrics: dict[str, dict]) -> str:
 
 
 def aggregate_metrics(metrics: dict[str, dict]) -> dict:
-    keep = ("inputs_md5", "params_hash", "judge", "code_version", "git_rev")
     return {run: {"claims": m["claims"], "unjudged": m["unjudged"],
                   "rates": {label: m["labels"][label]["rate"] for label in LABELS if label != "unjudged"},
-                  "failure_share": {label: m["failure_share"].get(label) for label in FAILURE_LABELS},
-                  "manifest": {k: m.get("manifest", {}).get(k) for k in keep}}
+                  "failure_share": {label: m["failure_share"].get(label) for label in FAILURE_LABELS}}
             for run, m in metrics.items()}
+
+
+# What identifies each run's results; the git revision is left out (it is stale as soon as
+# the results are committed, so it would change on every re-run).
+IDENTITY_KEYS = ("inputs_md5", "params_hash", "judge", "code_version")
+
+
+def aggregate_manifest(metrics: dict[str, dict]) -> dict:
+    return {run: {k: (m.get("manifest") or {}).get(k) for k in IDENTITY_KEYS} for run, m in metrics.items()}
 
 
 def write_aggregate(results: Path, runs: list[str], out: Path) -> dict[str, dict]:
@@ -67,5 +76,7 @@ def write_aggregate(results: Path, runs: list[str], out: Path) -> dict[str, dict
         "summary.md": lambda p: p.write_text(aggregate_markdown(metrics), encoding="utf-8"),
         "metrics.json": lambda p: p.write_text(json.dumps(aggregate_metrics(metrics), indent=2) + "\n",
                                                encoding="utf-8"),
+        "manifest.json": lambda p: p.write_text(json.dumps(aggregate_manifest(metrics), indent=2) + "\n",
+                                                encoding="utf-8"),
     })
     return metrics

@@ -10,7 +10,8 @@ coordinates; the two back ends only draw those, so the SVG and the PNG show the 
 picture: the PNG is `PNG_SCALE` times the SVG's width and height.
 
 Text in SVG is escaped (it may come from corpus metadata); in the PNG it is drawn with
-Pillow's bundled font, measured with the same font that lays out both.
+Pillow's bundled font, and each character that font lacks (CJK, Greek, Arabic…) with the
+first of FALLBACK_FONTS that has it; the same fonts measure the text that lays out both.
 """
 
 from __future__ import annotations
@@ -109,8 +110,69 @@ def _font(size: int):
     return ImageFont.load_default(size=size)
 
 
+# Fonts for the characters Pillow's bundled font lacks (it is Latin only), tried in order;
+# the first one that has a character's glyph draws it, in the PNG and when measuring text.
+# RAGSPAN_CHART_FONTS (font paths separated by os.pathsep) comes first. scripts/install-fonts
+# installs Droid Sans Fallback (CJK) on Debian; without any, such characters are boxes.
+FALLBACK_FONTS = (
+    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",  # Greek, Cyrillic, Hebrew, Arabic, symbols
+    "/usr/share/fonts/truetype/droid/DroidSansFallbackFull.ttf",  # CJK (fonts-droid-fallback)
+    "/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc",  # CJK (fonts-noto-cjk)
+    "/System/Library/Fonts/Supplemental/Arial Unicode.ttf",  # macOS
+    "/System/Library/Fonts/PingFang.ttc",
+    "C:/Windows/Fonts/msyh.ttc",
+)
+_DEFAULT = "(bundled)"
+
+
+@lru_cache(maxsize=1)
+def fallback_fonts() -> tuple[str, ...]:
+    """The fallback font files present on this machine, in the order they are tried."""
+    import os
+
+    given = [p for p in os.environ.get("RAGSPAN_CHART_FONTS", "").split(os.pathsep) if p]
+    return tuple(p for p in dict.fromkeys([*given, *FALLBACK_FONTS]) if os.path.isfile(p))
+
+
+@lru_cache(maxsize=64)
+def _font_at(key: str, size: int):
+    from PIL import ImageFont
+
+    return _font(size) if key == _DEFAULT else ImageFont.truetype(key, size)
+
+
+def _mask(key: str, ch: str) -> tuple:
+    from PIL import Image, ImageDraw
+
+    font = _font_at(key, 24)
+    img = Image.new("L", (64, 64), 0)
+    ImageDraw.Draw(img).text((8, 48), ch, fill=255, font=font, anchor="ls")
+    return font.getlength(ch), img.tobytes()
+
+
+@lru_cache(maxsize=1 << 16)
+def _covers(key: str, ch: str) -> bool:
+    """Whether the font has a glyph for `ch`: its drawing differs from the font's
+    missing-glyph box (U+10FFFD, a private-use code point no font here maps)."""
+    return ch.isspace() or _mask(key, ch) != _mask(key, "\U0010FFFD")
+
+
+def font_runs(text: str, size: int = _FONT) -> list[tuple[str, object]]:
+    """`text` cut into runs, each with the font that draws it: the bundled font where it
+    has the glyph, else the first fallback font that has it, else the bundled font (a box)."""
+    keys = (_DEFAULT, *fallback_fonts())
+    runs: list[list] = []
+    for ch in text:
+        key = next((k for k in keys if _covers(k, ch)), _DEFAULT)
+        if runs and runs[-1][0] == key:
+            runs[-1][1] += ch
+        else:
+            runs.append([key, ch])
+    return [(chunk, _font_at(key, size)) for key, chunk in runs]
+
+
 def text_width(text: str, size: int = _FONT) -> float:
-    return float(_font(size).getlength(text))
+    return float(sum(font.getlength(chunk) for chunk, font in font_runs(text, size)))
 
 
 def clip(text: str, max_px: float, size: int = _FONT) -> str:
@@ -254,12 +316,14 @@ def to_png(chart: Chart, scale: int = PNG_SCALE) -> bytes:
             else:
                 draw.line([(it.x1 * s, it.y1 * s), (it.x2 * s, it.y2 * s)], fill=it.color, width=s)
         else:
-            anchor = {"start": "ls", "end": "rs", "middle": "ms"}[it.anchor]
-            font = _font(it.size * s)
-            text = it.text.translate(_PNG_TEXT)
-            draw.text((it.x * s, it.y * s), text, fill=it.color, font=font, anchor=anchor)
-            if it.bold:  # the bundled font has no bold face: overstrike
-                draw.text((it.x * s + 1, it.y * s), text, fill=it.color, font=font, anchor=anchor)
+            runs = font_runs(it.text.translate(_PNG_TEXT), it.size * s)
+            width = sum(font.getlength(chunk) for chunk, font in runs)
+            x = it.x * s - {"start": 0, "end": width, "middle": width / 2}[it.anchor]
+            for chunk, font in runs:  # each run in its own font, left to right on one baseline
+                draw.text((x, it.y * s), chunk, fill=it.color, font=font, anchor="ls")
+                if it.bold:  # the bundled font has no bold face: overstrike
+                    draw.text((x + 1, it.y * s), chunk, fill=it.color, font=font, anchor="ls")
+                x += font.getlength(chunk)
     buf = io.BytesIO()
     img.save(buf, format="PNG", optimize=True)
     return buf.getvalue()
@@ -311,9 +375,16 @@ class Position:
     color: str
 
 
+# In-context ranks deeper than this share one bar (a context window of 50 chunks would
+# otherwise draw 50 bars).
+MAX_RANK_BARS = 10
+
+
 def evidence_positions(diagnoses: pd.DataFrame, retrieved: pd.DataFrame | None) -> list[Position]:
-    """Where the supporting evidence of each claim sat, relative to its question's context
-    cutoff: offset = rank − cutoff (≤ 0 in the context window, > 0 retrieved but cut off),
+    """Where the supporting evidence of each claim sat. Inside the context window, one
+    bucket per rank — rank 1 (the retriever's top chunk) down to the deepest cutoff of any
+    question, empty ranks included, so the window shows whole; then evidence retrieved but
+    cut off, by how many ranks below its question's cutoff (offset = rank − cutoff > 0);
     then `corpus` (found only by the corpus-wide search) and `none` (no supporting
     evidence: synthesis_error, hallucination). `unjudged` claims are left out.
 
@@ -331,16 +402,21 @@ def evidence_positions(diagnoses: pd.DataFrame, retrieved: pd.DataFrame | None) 
     # no retrieved table for the question: only in/out of context is known
     fallback = rank.where(label[ranked] == "correct", rank - 1)
     off = rank - k.fillna(fallback).astype("int64")
-    offsets = {int(o): int(n) for o, n in off.value_counts().items()}
+    inside = rank[off <= 0].value_counts().to_dict()
+    below = off[off > 0].value_counts().to_dict()
+    deepest = max([*cutoff.values(), *inside, 1])
+    out = []
+    for r in range(1, min(deepest, MAX_RANK_BARS) + 1):
+        out.append(Position(f"rank{r}", f"rank {r} (in context)", int(inside.get(r, 0)), LABEL_COLORS["correct"]))
+    if deepest > MAX_RANK_BARS:
+        n = sum(c for r, c in inside.items() if r > MAX_RANK_BARS)
+        out.append(Position(f"rank{MAX_RANK_BARS + 1}+", f"ranks {MAX_RANK_BARS + 1}–{deepest} (in context)",
+                            int(n), LABEL_COLORS["correct"]))
+    for o in sorted(below):
+        out.append(Position(f"offset+{o}", f"{o} rank{'s' if o > 1 else ''} below cutoff", int(below[o]),
+                            LABEL_COLORS["rank_failure"]))
     corpus = int((label[~ranked] == "retrieval_miss").sum())
     none = int((~ranked).sum()) - corpus
-    out = []
-    for off in sorted(offsets):
-        steps = f"{abs(off)} rank{'s' if abs(off) > 1 else ''}"
-        name = (f"{steps} above cutoff (in context)" if off < 0 else f"{steps} below cutoff") if off \
-            else "at the cutoff (in context)"
-        out.append(Position(f"offset{off:+d}", name, offsets[off],
-                            LABEL_COLORS["correct"] if off <= 0 else LABEL_COLORS["rank_failure"]))
     out.append(Position("corpus", "not retrieved (corpus search)", corpus, LABEL_COLORS["retrieval_miss"]))
     out.append(Position("none", "no supporting evidence", none, "#9e9e9e"))
     return out
@@ -351,11 +427,11 @@ def rank_chart(positions: list[Position], run: str = "") -> Chart:
     total = sum(p.count for p in positions)
     ruled = False
     for p in positions:
-        if not ruled and not p.key.startswith("offset-") and p.key != "offset+0":
+        if not ruled and not p.key.startswith("rank"):
             rows.append(Row("context cutoff", heading=True, rule=True))
             ruled = True
         note = f"{p.count}" + (f" · {p.count / total:.0%}" if total else "")
         rows.append(Row(p.label, (Segment(p.label, p.count, p.color),), note))
     title = "Rank of the supporting evidence, relative to the context cutoff" + (f" ({run})" if run else "")
-    return Chart(title, tuple(rows), "count", "rank - cutoff per judged claim; "
-                 "below the line: evidence the model never saw")
+    return Chart(title, tuple(rows), "count", "above the line: the rank the model saw it at; "
+                 "below: ranks past the question's cutoff, evidence the model never saw")

@@ -6,6 +6,12 @@ when it has none (hallucinations, unjudged), the question's top retrieved docume
 question metadata comes from the questions file. Columns that are text or identifiers
 are skipped, and a column with more than MAX_GROUPS distinct values is an identifier,
 not a group. A claim with no value is in the group `(none)`.
+
+A numeric column (every value a number, e.g. `header_lines`, `year`) is ordered as
+numbers, not as text (1, 2, 11 — not 1, 11, 2); past MAX_EXACT distinct values it is
+binned into at most N_BINS ranges of about equal numbers of claims, each named by the
+smallest and largest value in it (`3–7`). The groups of a column come back as an ordered
+categorical: `group_order` gives the order every consumer shows them in.
 """
 
 from __future__ import annotations
@@ -13,6 +19,8 @@ from __future__ import annotations
 import pandas as pd
 
 MAX_GROUPS = 50
+MAX_EXACT = 6  # a numeric column with more distinct values than this is binned
+N_BINS = 5
 NONE_GROUP = "(none)"
 SKIP_META = frozenset({"doc_id", "text", "title", "question_id", "question", "reference_answer"})
 
@@ -42,6 +50,48 @@ def claim_groups(diagnoses: pd.DataFrame, corpus: pd.DataFrame, questions: pd.Da
         for col in q_meta.columns:
             out[f"question.{col}"] = diagnoses["question_id"].map(q_meta[col]).to_numpy()
     for col in out.columns[1:]:
-        out[col] = out[col].astype("string").fillna(NONE_GROUP)
+        numeric = numeric_groups(out[col])
+        out[col] = numeric if numeric is not None else out[col].astype("string").fillna(NONE_GROUP)
     keep = ["claim_id"] + [c for c in out.columns[1:] if out[c].nunique() <= MAX_GROUPS]
     return out[keep]
+
+
+def _fmt(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+def numeric_groups(values: pd.Series) -> pd.Series | None:
+    """Groups of a numeric column as an ordered categorical (values, or ranges past
+    MAX_EXACT distinct values; `(none)` last), or None when the column is not numeric."""
+    present = values.dropna()
+    if not len(present) or pd.api.types.is_bool_dtype(present) or present.map(
+            lambda v: isinstance(v, bool)).any():
+        return None
+    numbers = pd.to_numeric(present.astype("string").str.strip(), errors="coerce")
+    if numbers.isna().any():
+        return None
+    nums = pd.to_numeric(values.astype("string").str.strip(), errors="coerce")
+    counts = numbers.value_counts().sort_index()
+    if len(counts) <= MAX_EXACT:
+        names = {v: _fmt(v) for v in counts.index}
+    else:
+        # equal-frequency bins over claims, cut between distinct values
+        before = counts.cumsum().shift(fill_value=0) / counts.sum()
+        bin_of = (before * N_BINS).astype(int).clip(upper=N_BINS - 1)
+        names = {}
+        for _, members in bin_of.groupby(bin_of):
+            lo, hi = members.index.min(), members.index.max()
+            name = _fmt(lo) if lo == hi else f"{_fmt(lo)}–{_fmt(hi)}"
+            names.update({v: name for v in members.index})
+    order = list(dict.fromkeys(names[v] for v in counts.index))
+    labels = nums.map(names).astype("object").where(nums.notna(), NONE_GROUP)
+    return pd.Series(pd.Categorical(labels, categories=order + [NONE_GROUP], ordered=True), index=values.index)
+
+
+def group_order(groups: pd.Series) -> list[str]:
+    """The groups present in one column of `claim_groups`, in the order to show them:
+    numeric order for a numeric column, else sorted as text."""
+    if isinstance(groups.dtype, pd.CategoricalDtype):
+        present = set(groups.astype("object"))
+        return [str(c) for c in groups.cat.categories if c in present]
+    return sorted({str(v) for v in groups})

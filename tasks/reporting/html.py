@@ -164,10 +164,10 @@ def _charts(metrics: dict, diagnoses: pd.DataFrame, retrieved: pd.DataFrame | No
     parts = ['<section id="charts"><h2>Breakdown</h2>',
              f'<figure class="chart">{charts.to_svg(charts.taxonomy_chart(metrics), standalone=False)}</figure>',
              (f'<figure class="chart">{charts.to_svg(charts.rank_chart(positions), standalone=False)}'
-              '<figcaption>Rank of the deciding supporting evidence minus the question\'s context cutoff '
-              "(its last in-context rank). Above the line the model had the evidence; below it the "
-              "retriever found it but ranked it out of the context (rank_failure), or only the corpus-wide "
-              "search found it (retrieval_miss).</figcaption>"
+              '<figcaption>Where the deciding supporting evidence sat. Above the line the model had it, '
+              "one bar per rank of the context window (rank 1: the retriever's top chunk); below it the "
+              "retriever found it but ranked it past the question's context cutoff (rank_failure: how many "
+              "ranks past), or only the corpus-wide search found it (retrieval_miss).</figcaption>"
               f'<details><summary>table</summary><table class="grid">{rank_rows}</table></details></figure>'),
              "<h3>Where the failures concentrate</h3>"]
     by = metrics.get("by_metadata") or {}

@@ -1,4 +1,5 @@
-"""report: diagnoses → metrics.json, taxonomy.csv and a self-contained report.html.
+"""report: diagnoses → the results files (metrics.json, manifest.json, by_metadata.json,
+run.json: tasks/reporting/results_files.py), taxonomy.csv and a self-contained report.html.
 
 Rates are over *judged* claims (`unjudged` is counted and listed, never averaged in).
 Metadata breakdowns use the document the deciding evidence came from; a claim with no
@@ -23,8 +24,9 @@ from ragspan.tasks.judges.openai_judge import estimated_cost
 from ragspan.tasks.reporting import charts
 from ragspan.tasks.reporting.findings import concentration, fix_order
 from ragspan.tasks.reporting.formatting import cascade_note
-from ragspan.tasks.reporting.groups import claim_groups
+from ragspan.tasks.reporting.groups import claim_groups, group_order
 from ragspan.tasks.reporting.html import render_report
+from ragspan.tasks.reporting.results_files import results_writers
 from ragspan.tasks.reporting.stats import bootstrap_spec, rate_intervals
 
 
@@ -44,8 +46,8 @@ def breakdowns(diagnoses: pd.DataFrame, corpus: pd.DataFrame, questions: pd.Data
     groups = claim_groups(diagnoses, corpus, questions, retrieved)
     out: dict[str, dict] = {}
     for key in groups.columns[1:]:
-        values = groups[key].to_numpy()
-        out[key] = {str(v): label_counts(diagnoses[values == v]) for v in sorted(set(values))}
+        values = groups[key].astype("object").to_numpy()
+        out[key] = {v: label_counts(diagnoses[values == v]) for v in group_order(groups[key])}
     return {k: v for k, v in out.items() if v}
 
 
@@ -192,7 +194,8 @@ def write_results(out_dir: Path, run: str, claims: pd.DataFrame, spans: pd.DataF
                   corpus: pd.DataFrame, questions: pd.DataFrame, judge_stats: dict, manifest: dict,
                   comparison: dict | None = None) -> dict:
     """Compute metrics and write every output of docs/design.md §4 atomically, plus the chart images
-    (CHART_FILES as .svg and .png) and summary.md; returns metrics. `comparison` (the JSON
+    (CHART_FILES as .svg and .png) and summary.md; returns the results view (every file's
+    content in one dict, tasks/reporting/results_files.py). `comparison` (the JSON
     of `ragspan compare --format json`, this run as side B) adds deltas to the report."""
 
     bad = broken_spans(spans, corpus) + broken_spans(diagnoses.dropna(subset=["char_start"]), corpus)
@@ -210,7 +213,7 @@ def write_results(out_dir: Path, run: str, claims: pd.DataFrame, spans: pd.DataF
         "claims.parquet": lambda p: claims.to_parquet(p, index=False),
         "spans.parquet": lambda p: with_byte_offsets(spans, texts).to_parquet(p, index=False),
         "diagnoses.parquet": lambda p: with_byte_offsets(diagnoses, texts).to_parquet(p, index=False),
-        "metrics.json": lambda p: p.write_text(json.dumps(metrics, indent=2, sort_keys=False) + "\n", encoding="utf-8"),
+        **results_writers(metrics),
         "taxonomy.csv": lambda p: taxonomy_rows(run, metrics).to_csv(p, index=False),
         "report.html": lambda p: p.write_text(page, encoding="utf-8"),
         "summary.md": lambda p: p.write_text(summary, encoding="utf-8"),
