@@ -29,6 +29,7 @@ from ragspan.tasks.io.outputs import output_lock
 from ragspan.tasks.judges import judge_spec, support_threshold
 from ragspan.tasks.judges.base import JudgeSpec
 from ragspan.tasks.judges.local import set_processes
+from ragspan.tasks.reporting.artifacts import publish_artifacts
 from ragspan.tasks.reporting.report import report
 from ragspan.tasks.steps.corpus_search import build_index, corpus_search
 from ragspan.tasks.steps.decompose import decompose
@@ -52,7 +53,9 @@ def evaluate_shard(shard: Shard, spec: JudgeSpec, index_dir: str, top_k: int, th
       task_runner=ThreadPoolTaskRunner(max_workers=PipelineParams().shard_concurrency))
 def evaluate(data_dir: str, run: str, out_dir: str, params_path: str | None = None,
              judge: str | None = None, overrides: dict[str, str] | None = None,
-             compare_to: str | None = None) -> dict:
+             compare_to: str | None = None, artifacts_name: str | None = None) -> dict:
+    """`artifacts_name`: the name whose Prefect artifacts this run extends (default `run`;
+    the watch flow passes its index, so every scheduled/triggered run of it lines up)."""
     settings = load_settings(params_path, {**(overrides or {}), **({"judge.kind": judge} if judge else {})})
     spec, code = judge_spec(settings.judge), code_version()
     thr, band = support_threshold(settings.judge), settings.judge.uncertainty_band
@@ -67,4 +70,6 @@ def evaluate(data_dir: str, run: str, out_dir: str, params_path: str | None = No
         shards = shards_of(known.fresh, passages, settings.pipeline.shard_size)
         futures = [evaluate_shard.submit(s, spec, index_dir, top_k, thr, band, code) for s in shards]
         run_tables = timed(remember_answers, known, ws.answers, [f.result() for f in futures])
-        return timed(report, Path(out_dir), ws, settings, spec, run_tables, compare_to, known.reused)
+        metrics = timed(report, Path(out_dir), ws, settings, spec, run_tables, compare_to, known.reused)
+    publish_artifacts(metrics, out_dir, artifacts_name or run)  # the Prefect UI's view of the run
+    return metrics

@@ -301,7 +301,8 @@ def watch(index: str = "", version: str = "", run_path: str = "", revision: str 
             candidate.unlink(missing_ok=True)
         log.info("evaluating %s (%s) → %s", run_file, source, out_dir)
         metrics = evaluate(data_dir=str(data_dir), run=run, out_dir=str(out_dir),
-                           params_path=str(ev_params) if ev_params else None)
+                           params_path=str(ev_params) if ev_params else None,
+                           artifacts_name=safe_name(index))
         finished = datetime.now(UTC)
         record = {
             "name": name, "trigger": trigger, "index": index, "version": version or None,
