@@ -26,6 +26,7 @@ from ragspan.tasks.core.shards import Shard, ShardResult, passages_for, shards_o
 from ragspan.tasks.io.answer_store import context_key, remember_answers, reuse_answers
 from ragspan.tasks.io.load import load_inputs
 from ragspan.tasks.io.outputs import output_lock
+from ragspan.tasks.io.state import mark_used, prune_after_run
 from ragspan.tasks.judges import judge_spec, support_threshold
 from ragspan.tasks.judges.base import JudgeSpec
 from ragspan.tasks.judges.local import set_processes
@@ -62,6 +63,7 @@ def evaluate(data_dir: str, run: str, out_dir: str, params_path: str | None = No
     with output_lock(Path(out_dir)):  # a second run on the same --out is refused, not raced
         ws = timed(load_inputs, data_dir, run, settings)  # bad input stops here: before any judge call
         index_dir = timed(build_index, ws.chunks, ws.corpus, str(state_dir() / "index"))
+        mark_used(index_dir)  # for pruning by last use (tasks/io/state.py)
         passages, top_k = passages_for(ws), settings.search.top_k
         known = timed(reuse_answers, ws.answers, passages, str(state_dir() / "answers"),
                       context_key(spec, code, (thr, band), top_k, index_dir), settings.pipeline.reuse_answers)
@@ -72,4 +74,5 @@ def evaluate(data_dir: str, run: str, out_dir: str, params_path: str | None = No
         run_tables = timed(remember_answers, known, ws.answers, [f.result() for f in futures])
         metrics = timed(report, Path(out_dir), ws, settings, spec, run_tables, compare_to, known.reused)
     publish_artifacts(metrics, out_dir, artifacts_name or run)  # the Prefect UI's view of the run
+    prune_after_run(settings.state.max_size, settings.state.max_age_days)  # params.yaml `state:` limits
     return metrics
