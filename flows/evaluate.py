@@ -73,6 +73,6 @@ def evaluate(data_dir: str, run: str, out_dir: str, params_path: str | None = No
         futures = [evaluate_shard.submit(s, spec, index_dir, top_k, thr, band, code) for s in shards]
         run_tables = timed(remember_answers, known, ws.answers, [f.result() for f in futures])
         metrics = timed(report, Path(out_dir), ws, settings, spec, run_tables, compare_to, known.reused)
-    publish_artifacts(metrics, out_dir, artifacts_name or run)  # the Prefect UI's view of the run
-    prune_after_run(settings.state.max_size, settings.state.max_age_days)  # params.yaml `state:` limits
+    timed(publish_artifacts, metrics, out_dir, artifacts_name or run)  # the Prefect UI's view of the run
+    timed(prune_after_run, settings.state.max_size, settings.state.max_age_days)  # params.yaml `state:` limits
     return metrics

@@ -175,6 +175,13 @@ def _delete_rows(db: Path, keys: list[str] | None) -> None:
         conn.close()
 
 
+def total_bytes(paths: dict[str, Path] | None = None) -> int:
+    """The five caches' size on disk, without listing judge-cache rows."""
+    paths = paths or store_paths()
+    judge = sum(p.stat().st_size for p in _judge_files(paths["judge_cache"]))
+    return judge + sum(_tree_bytes(paths[s]) for s in CACHES if s != "judge_cache" and paths[s].exists())
+
+
 def _remove(chosen: list[Entry]) -> None:
     rows = [e for e in chosen if e.store == "judge_cache"]
     if rows:
@@ -195,6 +202,8 @@ def prune(max_bytes: int = 0, max_age_s: float | None = None, spare_recent_s: fl
     Entries used in the last `spare_recent_s` stay whatever the limits. Returns
     {store: {"entries": removed, "bytes": freed}}."""
     now = time.time() if now is None else now
+    if max_age_s is None and (max_bytes <= 0 or total_bytes(paths) <= max_bytes):
+        return {s: {"entries": 0, "bytes": 0} for s in CACHES}  # within the limits: no entry listing
     every = sorted((e for s in CACHES for e in entries(s, paths)), key=lambda e: e.used)
     chosen: list[Entry] = []
     if max_age_s is not None:
