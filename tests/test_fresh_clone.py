@@ -8,8 +8,10 @@ README's watchdog lines in the clone, against a real `prefect server` on a free
 --version v2` with no demo index built yet. The triggered run must build the index,
 evaluate, save its DVC experiment although `results/baseline/claims.parquet` and
 `reports/summary.md` are missing, append its history line and publish its Prefect
-artifacts. A second run whose `dvc exp save` cannot work (a broken .dvc/config) must
-still end Completed with its results, its state message and history line saying why."""
+artifacts. Then docs/operations.md's next lines: the index rebuilt as v1, a second run,
+`ragspan compare` of the two experiments. A third run whose `dvc exp save` cannot work (a
+broken .dvc/config) must still end Completed with its results, its state message and
+history line saying why."""
 
 from __future__ import annotations
 
@@ -103,16 +105,29 @@ def test_readme_watchdog_lines_work_in_a_fresh_clone(tmp_path):
             assert rows == {k: v["count"] for k, v in metrics["labels"].items()}
             assert str((clone / "results" / "demo" / "report.html").resolve()) in page.data
 
-            # 2. DVC cannot save: the evaluation still completes, and says what failed
-            (clone / ".dvc" / "config").write_text("[core\nbroken")
-            sh(RAGSPAN, "notify", "index-rebuilt", "--index", "demo", "--version", "v2", e=served)
+            # 2. docs/operations.md: rebuild the index (v1 this time), notify, compare the experiments
+            sh(RAGSPAN, "demo-rag", "index", "--index", "demo", "--version", "v1", e=env)
+            sh(RAGSPAN, "notify", "index-rebuilt", "--index", "demo", "--version", "v1", e=served)
             run2 = wait_for(lambda: _finished(api, 2), 180, "the second triggered run")[-1]
             assert run2.state_type.value == "COMPLETED", run2.state.message
-            assert "experiment was not recorded" in (run2.state.message or "")
             h2 = watch_mod.read_history(clone)[-1]
-            assert h2["experiment"] is None and h2["record_error"] and h2["claims"] == metrics["claims"]
+            assert h2["experiment"]["sha"] and h2["version"] == "v1"
+            cmp = json.loads(sh(RAGSPAN, "compare", h1["name"], h2["name"], "--run", "demo", "--format", "json",
+                                e=env).stdout)
+            moves = {(t["from"], t["to"]): t["count"] for t in cmp["transitions"]["changed"]}
+            assert moves.get(("correct", "rank_failure"), 0) > 0, moves  # v1 ranks worse than v2
             pages = artifacts(api, "ragspan-demo")
             assert len(pages) == 2 and "change vs previous" in pages[-1].data
+
+            # 3. DVC cannot save: the evaluation still completes, and says what failed
+            (clone / ".dvc" / "config").write_text("[core\nbroken")
+            sh(RAGSPAN, "notify", "index-rebuilt", "--index", "demo", "--version", "v1", e=served)
+            run3 = wait_for(lambda: _finished(api, 3), 180, "the third triggered run")[-1]
+            assert run3.state_type.value == "COMPLETED", run3.state.message
+            assert "experiment was not recorded" in (run3.state.message or "")
+            h3 = watch_mod.read_history(clone)[-1]
+            assert h3["experiment"] is None and h3["record_error"] and h3["claims"] == h2["claims"]
+            assert (clone / "results" / "demo" / "report.html").is_file()
             assert "error" in sh(RAGSPAN, "history", e=env).stdout
         finally:
             assert stop(serve) == 0
