@@ -102,3 +102,22 @@ def test_evaluate_runs_publish_artifacts_a_server_returns(tmp_path):
     assert "nothing to compare" in pages[0].data and "change vs previous" in pages[1].data
     assert str((tmp_path / "out1" / "report.html").resolve()) in pages[1].data
     assert "### What to fix first" in pages[1].data
+
+
+@pytest.mark.usefixtures("prefect_server")
+def test_a_scheduled_watch_run_publishes_under_its_index(tmp_path, state_dir):
+    import shutil
+
+    from prefect.artifacts import Artifact
+    from ragspan.flows.watch import watch
+
+    ws = tmp_path / "ws"
+    shutil.copytree(SAMPLE, ws / "data")
+    (ws / "params.yaml").write_text(yaml.safe_dump({"data": {"dir": "data", "runs": ["baseline"]},
+                                                    "rag": {"index": "nightly docs"}}))
+    record = watch(trigger="schedule", workspace=str(ws), params_path="params.yaml")
+    key = art.artifact_key("nightly-docs")
+    page, table = Artifact.get(key, _sync=True), Artifact.get(art.table_key("nightly-docs"), _sync=True)
+    assert page is not None and table is not None, key
+    assert page.type == "markdown" and str((ws / record["results"] / "report.html").resolve()) in page.data
+    assert {r["label"]: r["count"] for r in json.loads(table.data)} == {k: v for k, v in record["counts"].items()}
