@@ -9,7 +9,8 @@ README's watchdog lines in the clone, against a real `prefect server` on a free
 evaluate, save its DVC experiment although `results/baseline/claims.parquet` and
 `reports/summary.md` are missing, append its history line and publish its Prefect
 artifacts. Then docs/operations.md's next lines: the index rebuilt as v1, a second run,
-`ragspan compare` of the two experiments. A third run whose `dvc exp save` cannot work (a
+`ragspan compare` of the two experiments; `dvc repro` in the clone publishes the stage's
+artifacts to the same server. A third run whose `dvc exp save` cannot work (a
 broken .dvc/config) must still end Completed with its results, its state message and
 history line saying why."""
 
@@ -118,6 +119,12 @@ def test_readme_watchdog_lines_work_in_a_fresh_clone(tmp_path):
             assert moves.get(("correct", "rank_failure"), 0) > 0, moves  # v1 ranks worse than v2
             pages = artifacts(api, "ragspan-demo")
             assert len(pages) == 2 and "change vs previous" in pages[-1].data
+
+            # the DVC stages publish too: `dvc repro` in the clone, against the same server
+            sh(str(BIN / "dvc"), "repro", "-q", e=served, timeout=600)
+            (stage_page,) = artifacts(api, "ragspan-baseline")
+            assert str((clone / "results" / "baseline" / "report.html").resolve()) in stage_page.data
+            assert (clone / "results" / "baseline" / "claims.parquet").is_file()
 
             # 3. DVC cannot save: the evaluation still completes, and says what failed
             (clone / ".dvc" / "config").write_text("[core\nbroken")
