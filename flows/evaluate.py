@@ -26,9 +26,11 @@ from ragspan.tasks.core.shards import Shard, ShardResult, passages_for, shards_o
 from ragspan.tasks.io.answer_store import context_key, remember_answers, reuse_answers
 from ragspan.tasks.io.load import load_inputs
 from ragspan.tasks.io.outputs import output_lock
+from ragspan.tasks.io.state import mark_used, prune_after_run
 from ragspan.tasks.judges import judge_spec, support_threshold
 from ragspan.tasks.judges.base import JudgeSpec
 from ragspan.tasks.judges.local import set_processes
+from ragspan.tasks.reporting.artifacts import publish_artifacts
 from ragspan.tasks.reporting.report import report
 from ragspan.tasks.steps.corpus_search import build_index, corpus_search
 from ragspan.tasks.steps.decompose import decompose
@@ -52,13 +54,16 @@ def evaluate_shard(shard: Shard, spec: JudgeSpec, index_dir: str, top_k: int, th
       task_runner=ThreadPoolTaskRunner(max_workers=PipelineParams().shard_concurrency))
 def evaluate(data_dir: str, run: str, out_dir: str, params_path: str | None = None,
              judge: str | None = None, overrides: dict[str, str] | None = None,
-             compare_to: str | None = None) -> dict:
+             compare_to: str | None = None, artifacts_name: str | None = None) -> dict:
+    """`artifacts_name`: the name whose Prefect artifacts this run extends (default `run`;
+    the watch flow passes its index, so every scheduled/triggered run of it lines up)."""
     settings = load_settings(params_path, {**(overrides or {}), **({"judge.kind": judge} if judge else {})})
     spec, code = judge_spec(settings.judge), code_version()
     thr, band = support_threshold(settings.judge), settings.judge.uncertainty_band
     with output_lock(Path(out_dir)):  # a second run on the same --out is refused, not raced
         ws = timed(load_inputs, data_dir, run, settings)  # bad input stops here: before any judge call
         index_dir = timed(build_index, ws.chunks, ws.corpus, str(state_dir() / "index"))
+        mark_used(index_dir)  # for pruning by last use (tasks/io/state.py)
         passages, top_k = passages_for(ws), settings.search.top_k
         known = timed(reuse_answers, ws.answers, passages, str(state_dir() / "answers"),
                       context_key(spec, code, (thr, band), top_k, index_dir), settings.pipeline.reuse_answers)
@@ -67,4 +72,7 @@ def evaluate(data_dir: str, run: str, out_dir: str, params_path: str | None = No
         shards = shards_of(known.fresh, passages, settings.pipeline.shard_size)
         futures = [evaluate_shard.submit(s, spec, index_dir, top_k, thr, band, code) for s in shards]
         run_tables = timed(remember_answers, known, ws.answers, [f.result() for f in futures])
-        return timed(report, Path(out_dir), ws, settings, spec, run_tables, compare_to, known.reused)
+        metrics = timed(report, Path(out_dir), ws, settings, spec, run_tables, compare_to, known.reused)
+    timed(publish_artifacts, metrics, out_dir, artifacts_name or run)  # the Prefect UI's view of the run
+    timed(prune_after_run, settings.state.max_size, settings.state.max_age_days)  # params.yaml `state:` limits
+    return metrics

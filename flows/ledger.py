@@ -44,7 +44,7 @@ def timed(step: Any, *args: Any) -> Any:
     """Call a flow-level task (load, build-index, report), recording its wall time."""
     start, t0 = time.time(), time.perf_counter()
     result = step(*args)
-    record_timing(getattr(step, "name", str(step)), "Completed", start, time.perf_counter() - t0)
+    record_timing(getattr(step, "name", getattr(step, "__name__", str(step))), "Completed", start, time.perf_counter() - t0)
     return result
 
 

@@ -47,6 +47,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from prefect import flow, get_run_logger
+from prefect.states import Completed
 from ragspan.flows.evaluate import evaluate
 from ragspan.tasks.config import Settings, load_settings, state_dir
 from ragspan.tasks.errors import ConfigError
@@ -220,14 +221,36 @@ def read_history(root: Path) -> list[dict]:
     return out
 
 
+def committable_targets(root: Path) -> tuple[list[str], list[str]]:
+    """(stages and .dvc files whose outs all exist, those with an out missing).
+
+    `dvc exp save` re-commits every stage's outs and fails on the first one missing, e.g.
+    `results/baseline/claims.parquet` in a fresh clone where `dvc repro` has not run. A
+    watch run changes only its own run file and results, so it commits what is there
+    and leaves the other stages' lock entries as they are."""
+    from dvc.repo import Repo
+
+    ok, missing = [], []
+    with Repo(str(root)) as repo:
+        for stage in repo.index.stages:
+            (ok if all(o.exists for o in stage.outs) else missing).append(stage.addressing)
+    return ok, missing
+
+
 def save_experiment(root: Path, name: str, paths: list[Path], message: str) -> dict:
-    """`dvc exp save -n NAME`, including `paths` where git neither tracks nor ignores them."""
+    """`dvc exp save -n NAME [targets]`, including `paths` where git neither tracks nor
+    ignores them; stages with a missing out are left out (listed under `skipped`)."""
     rel = [p.resolve().relative_to(root).as_posix() for p in paths if p.exists()]
     untracked = (git(root, "ls-files", "--others", "--exclude-standard", "--", *rel) or "").splitlines()
+    targets, skipped = committable_targets(root)
     dvc = str(Path(sys.executable).parent / "dvc")
     cmd = [dvc if Path(dvc).exists() else "dvc", "exp", "save", "-f", "-n", name, "-m", message]
     for p in untracked:
         cmd += ["-I", p]
+    if skipped:
+        # No target means "every stage" to DVC; a directory holding no DVC file (-R)
+        # means none: the experiment then records the included files alone.
+        cmd += targets or ["-R", rel[-1] if rel else "results"]
     env = {**os.environ, "DVC_NO_ANALYTICS": "1"}
     done = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, check=False, timeout=600)
     if done.returncode != 0:
@@ -235,7 +258,7 @@ def save_experiment(root: Path, name: str, paths: list[Path], message: str) -> d
     sha = git(root, "rev-parse", "--verify", "--quiet", f"refs/exps/{_exp_ref_dir(root)}/{name}")
     if sha is None:  # the ref layout is DVC's business: search for it
         sha = next(iter(experiment_commits(root, name)), None)
-    return {"name": name, "sha": sha, "included": untracked}
+    return {"name": name, "sha": sha, "included": untracked, "skipped": skipped}
 
 
 def _exp_ref_dir(root: Path) -> str:
@@ -301,7 +324,8 @@ def watch(index: str = "", version: str = "", run_path: str = "", revision: str 
             candidate.unlink(missing_ok=True)
         log.info("evaluating %s (%s) → %s", run_file, source, out_dir)
         metrics = evaluate(data_dir=str(data_dir), run=run, out_dir=str(out_dir),
-                           params_path=str(ev_params) if ev_params else None)
+                           params_path=str(ev_params) if ev_params else None,
+                           artifacts_name=safe_name(index))
         finished = datetime.now(UTC)
         record = {
             "name": name, "trigger": trigger, "index": index, "version": version or None,
@@ -322,12 +346,20 @@ def watch(index: str = "", version: str = "", run_path: str = "", revision: str 
             msg = f"ragspan {trigger}: index {index}" + (f" {version}" if version else "")
             try:
                 record["experiment"] = save_experiment(root, name, [run_file, out_dir], msg)
-            except (RuntimeError, subprocess.SubprocessError) as exc:
+            except Exception as exc:  # noqa: BLE001 - the evaluation stands; the record says why
                 error = str(exc)
                 record["record_error"] = error
         append_history(root, record)
+        skipped = (record["experiment"] or {}).get("skipped")
+        if skipped:
+            log.warning("experiment %s saved; stages whose outs are missing here were not re-committed: %s "
+                        "(`dvc pull` or `dvc repro` brings them)", name, ", ".join(skipped))
         if error:
-            raise RuntimeError(f"results written to {out_dir}, but the experiment was not recorded: {error}")
+            # The evaluation succeeded and its results are written: the run is Completed,
+            # and its state message (and the history line's record_error) says what failed.
+            note = f"evaluated → {os.path.relpath(out_dir, root)}, but the experiment was not recorded: {error}"
+            log.warning(note)
+            return Completed(message=note[:2000], data=record)
         log.info("recorded %s: %s", name, json.dumps(record["rates"]))
         return record
 

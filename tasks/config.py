@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from ragspan.tasks.errors import ConfigError
 
 RAGSPAN_VERSION = metadata.version("ragspan")
@@ -116,6 +116,21 @@ class RagParams(_Strict):
     timeout: int = Field(1800, gt=0)  # seconds rag.command may take
 
 
+class StateParams(_Strict):
+    """Limits on the state dir's caches, applied after each run (tasks/io/state.py)."""
+
+    max_size: str = "10GB"  # the five caches together; "0" = no size limit
+    max_age_days: float = Field(0.0, ge=0)  # entries unused this long are removed; 0 = no age limit
+
+    @field_validator("max_size")
+    @classmethod
+    def _a_size(cls, v: str) -> str:
+        from ragspan.tasks.io.state import parse_size
+
+        parse_size(v)  # ValueError names the bad value
+        return v
+
+
 class ScheduleParams(_Strict):
     cron: str = ""  # "" = no schedule (`ragspan serve --cron` overrides)
     timezone: str = "UTC"
@@ -123,7 +138,7 @@ class ScheduleParams(_Strict):
 
 # Sections that decide *when* and *on what* ragspan runs, not what a judgement is: they
 # stay out of the fingerprint so a new cron line does not invalidate every cache.
-_OPERATIONAL = frozenset({"rag", "schedule"})
+_OPERATIONAL = frozenset({"rag", "schedule", "state"})
 
 
 class Settings(_Strict):
@@ -134,6 +149,7 @@ class Settings(_Strict):
     pipeline: PipelineParams = Field(default_factory=PipelineParams)
     rag: RagParams = Field(default_factory=RagParams)
     schedule: ScheduleParams = Field(default_factory=ScheduleParams)
+    state: StateParams = Field(default_factory=StateParams)
 
     def fingerprint(self) -> str:
         """A short stable hash of every parameter that can change a result."""

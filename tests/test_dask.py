@@ -1,6 +1,12 @@
-"""The evaluate flow on a local Dask cluster (`--task-runner dask`, prefect-dask) gives the
-same diagnoses as the default thread runner. Both run as the user runs them: the `ragspan`
-CLI in a subprocess, each with its own RAGSPAN_HOME (no shared cache, no shared index)."""
+"""The evaluate flow on Dask (`--task-runner dask`, prefect-dask) gives the same diagnoses
+as the default thread runner. Both run as the user runs them: the `ragspan` CLI in a
+subprocess, each with its own RAGSPAN_HOME.
+
+- a temporary local cluster (no shared cache, no shared index);
+- a separately started cluster: `dask scheduler` and two `dask worker` processes on
+  127.0.0.1 (free ports, each in its own working directory, sharing the client's state
+  dir through RAGSPAN_HOME), four shards spread over both workers; then a third worker
+  that does not share the state dir stops the next run before any shard, naming it."""
 
 from __future__ import annotations
 
@@ -10,7 +16,9 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import yaml
 from conftest import SAMPLE, labels_the_local_judge_gives
+from servers import free_port, stop, wait_for
 
 RAGSPAN = str(Path(sys.executable).parent / "ragspan")
 KEY = ["question_id", "claim_id"]
@@ -18,11 +26,15 @@ COMPARED = ["claim", "label", "doc_id", "chunk_id", "char_start", "char_end", "s
             "source_conflict"]
 
 
-def _evaluate(tmp: Path, name: str, runner: str) -> subprocess.Popen:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "RAGSPAN_"))}
-    env["RAGSPAN_HOME"] = str(tmp / f"home-{name}")
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "RAGSPAN_"))}
+
+
+def _evaluate(tmp: Path, name: str, runner: str, *extra: str, home: Path | None = None) -> subprocess.Popen:
+    env = _env()
+    env["RAGSPAN_HOME"] = str(home or tmp / f"home-{name}")
     cmd = [RAGSPAN, "evaluate", "--data", str(SAMPLE), "--run", "baseline", "--out", str(tmp / name),
-           "--quiet", "--task-runner", runner]
+           "--quiet", "--task-runner", runner, *extra]
     return subprocess.Popen(cmd, env=env, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -39,3 +51,62 @@ def test_dask_runner_gives_the_same_diagnoses_as_threads(tmp_path):
     expected = labels_the_local_judge_gives()
     merged = expected.merge(b, on=["question_id", "claim"], how="left", suffixes=("_expected", ""))
     assert (merged["label_expected"] == merged["label"]).all()
+
+
+def _same_diagnoses(a_dir: Path, b_dir: Path) -> int:
+    a = pd.read_parquet(a_dir / "diagnoses.parquet").sort_values(KEY).reset_index(drop=True)
+    b = pd.read_parquet(b_dir / "diagnoses.parquet").sort_values(KEY).reset_index(drop=True)
+    assert len(a) == len(b) > 0
+    pd.testing.assert_frame_equal(a[KEY + COMPARED], b[KEY + COMPARED])
+    return len(a)
+
+
+def test_a_separate_dask_cluster_gives_the_same_diagnoses_and_checks_shared_state(tmp_path):
+    from distributed import Client
+
+    dask = str(Path(sys.executable).parent / "dask")
+    address = f"tcp://127.0.0.1:{free_port()}"
+    shared = tmp_path / "shared-state"  # the client's RAGSPAN_HOME; on several machines: shared storage
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({"pipeline": {"shard_size": 10}}))  # 4 shards
+    procs: list[subprocess.Popen] = []
+
+    def start(name: str, cmd: list[str], env: dict[str, str]) -> subprocess.Popen:
+        (tmp_path / name).mkdir()
+        log = open(tmp_path / f"{name}.log", "w")  # noqa: SIM115 - closed with the process
+        proc = subprocess.Popen(cmd, cwd=tmp_path / name, env=env, stdout=log, stderr=subprocess.STDOUT)
+        procs.append(proc)
+        return proc
+
+    def worker(name: str, env: dict[str, str]) -> subprocess.Popen:
+        return start(name, [dask, "worker", address, "--nworkers", "1", "--nthreads", "1", "--no-dashboard",
+                            "--host", "127.0.0.1", "--local-directory", str(tmp_path / name / "dask")], env)
+
+    try:
+        port = address.rsplit(":", 1)[1]
+        start("scheduler", [dask, "scheduler", "--host", "127.0.0.1", "--port", port, "--no-dashboard"], _env())
+        for name in ("worker-1", "worker-2"):
+            worker(name, {**_env(), "RAGSPAN_HOME": str(shared)})
+        with Client(address, timeout=60) as client:
+            wait_for(lambda: len(client.scheduler_info()["workers"]) == 2, 90, "two Dask workers")
+            runs = {"thread": _evaluate(tmp_path, "thread", "thread"),
+                    "dask": _evaluate(tmp_path, "dask", "dask", "--dask-address", address, home=shared)}
+            for name, p in runs.items():
+                _, err = p.communicate(timeout=300)
+                assert p.returncode == 0, f"{name} runner failed:\n{err[-3000:]}"
+            assert _same_diagnoses(tmp_path / "thread", tmp_path / "dask") == 84
+            executed = client.run(lambda dask_worker: dask_worker.state.executed_count)
+            assert min(executed.values()) > 0 and sum(executed.values()) == 4, executed  # both workers ran shards
+
+            # a worker with a state dir of its own: the next run stops before any shard
+            worker("worker-3", _env())
+            wait_for(lambda: len(client.scheduler_info()["workers"]) == 3, 90, "the third worker")
+            third = (set(client.scheduler_info()["workers"]) - set(executed)).pop()
+            bad = _evaluate(tmp_path, "dask-bad", "dask", "--dask-address", address, home=shared)
+            _, err = bad.communicate(timeout=300)
+        assert bad.returncode == 2, err[-3000:]
+        assert "1 of 3 Dask workers cannot see this run's state" in err and third in err
+        assert str(tmp_path / "worker-3" / ".ragspan") in err and f"RAGSPAN_HOME={shared}" in err
+        assert not (tmp_path / "dask-bad").exists()
+    finally:
+        for proc in reversed(procs):  # workers first, then the scheduler; by PID
+            stop(proc, timeout=30)

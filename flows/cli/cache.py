@@ -1,7 +1,13 @@
-"""`ragspan cache stats` and `ragspan cache clear [--model M] [--prompt-version V]`:
-inspect and prune the judge cache (tasks/judges/cache.py) under the ragspan state dir.
-`ragspan cache clear --answers` / `--inputs` empty the answer store (tasks/io/answer_store.py) and
-the validated-inputs cache (tasks/io/load.py) instead; `stats` reports their size too."""
+"""`ragspan cache stats|clear|prune`: the state dir's stores (tasks/io/state.py).
+
+- `stats`: every store with its size — the judge cache (per model and prompt version too),
+  the answer store, the validated inputs, Prefect's step results, the corpus indexes, and
+  (never pruned) the demo indexes and the local Prefect database.
+- `clear [--model M] [--prompt-version V]`: judge-cache entries; `--answers` / `--inputs`
+  one other store; `--all` every cache.
+- `prune [--older-than DAYS] [--max-size SIZE] [--dry-run]`: least recently used entries
+  first, across the caches; without limits, params.yaml `state:` (what runs apply after
+  themselves)."""
 
 from __future__ import annotations
 
@@ -22,16 +28,16 @@ def _when(ts: float | None) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M UTC") if ts else "-"
 
 
-def _other_stores() -> dict[str, dict]:
-    """Size of the answer store and the validated-inputs cache (docs/operations.md)."""
+_TITLES = {"judge_cache": "judge cache", "answer_store": "answer store", "inputs": "validated inputs",
+           "step_results": "step results", "indexes": "corpus indexes", "demo_indexes": "demo indexes",
+           "prefect_db": "prefect database"}
 
-    out = {}
-    for name, sub in (("answer_store", "answers"), ("inputs", "inputs")):
-        root = state_dir() / sub
-        files = [p for p in root.rglob("*") if p.is_file()] if root.is_dir() else []
-        entries = [p for p in root.iterdir() if not p.name.startswith(".")] if root.is_dir() else []
-        out[name] = {"path": str(root), "entries": len(entries), "bytes": sum(p.stat().st_size for p in files)}
-    return out
+
+def _other_stores() -> dict[str, dict]:
+    """Every store but the judge cache's own detail (tasks/io/state.py)."""
+    from ragspan.tasks.io.state import stats
+
+    return stats()
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
@@ -47,13 +53,27 @@ def cmd_stats(args: argparse.Namespace) -> int:
     for g in stats["groups"]:
         print(f"  {g['model']} @ {g['endpoint'] or '-'} · {g['prompt']}: {g['entries']} entries, "
               f"{g['prompt_tokens']}+{g['completion_tokens']} tokens, {_when(g['first'])} → {_when(g['last'])}")
-    for label, key in (("answer store", "answer_store"), ("validated inputs", "inputs")):
+    from ragspan.tasks.io.state import CACHES, KEPT, human
+
+    print()
+    print(f"{'store':<18} {'entries':>8} {'size':>10}  {'last used':<20} path")
+    for key in CACHES + KEPT:
         st = stats[key]
-        print(f"{label}: {st['path']} ({st['entries']} entries, {st['bytes'] / 1e6:.2f} MB)")
+        note = "" if st["pruned"] else "  (kept: never pruned)"
+        print(f"{_TITLES[key]:<18} {st['entries']:>8} {human(st['bytes']):>10}  {_when(st['newest']):<20} "
+              f"{st['path']}{note}")
+    total = sum(stats[k]["bytes"] for k in CACHES)
+    print(f"{'caches in total':<18} {'':>8} {human(total):>10}")
     return 0
 
 
 def cmd_clear(args: argparse.Namespace) -> int:
+    if args.all:
+        from ragspan.tasks.io.state import clear, human
+
+        for store, held in clear().items():
+            print(f"removed {_TITLES[store]}: {held['entries']} entries, {human(held['bytes'])}")
+        return 0
     if args.answers or args.inputs:
         import shutil
 
@@ -70,10 +90,39 @@ def cmd_clear(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_prune(args: argparse.Namespace) -> int:
+    from ragspan.flows.cli import params_path
+    from ragspan.tasks.config import load_settings
+    from ragspan.tasks.io.state import human, parse_size, prune
+
+    limits = load_settings(params_path(args.params)).state
+    explicit = args.older_than is not None or args.max_size is not None
+    max_bytes = parse_size(args.max_size if args.max_size is not None else ("0" if explicit else limits.max_size))
+    days = args.older_than if explicit else (limits.max_age_days or None)  # params: 0 = no age limit
+    removed = prune(max_bytes, None if days is None else days * 86400, dry_run=args.dry_run)
+    verb = "would remove" if args.dry_run else "removed"
+    for store, r in removed.items():
+        print(f"{verb} {_TITLES[store]}: {r['entries']} entries, {human(r['bytes'])}")
+    limit = " and ".join(x for x in ((f"unused for {days:g} days" if days is not None else ""),
+                                     (f"total {human(max_bytes)}" if max_bytes else "")) if x)
+    print(f"limits: {limit or 'none'}")
+    return 0
+
+
+def _size(text: str) -> str:
+    from ragspan.tasks.io.state import parse_size
+
+    try:
+        parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def register(subparsers) -> None:
-    p = subparsers.add_parser("cache", help="inspect or clear the judge cache")
+    p = subparsers.add_parser("cache", help="inspect, clear or prune the caches under the state dir")
     sub = p.add_subparsers(dest="cache_command", required=True)
-    st = sub.add_parser("stats", help="entries and tokens per model and prompt version")
+    st = sub.add_parser("stats", help="every store with its size; judge-cache entries per model and prompt version")
     st.add_argument("--json", action="store_true")
     st.set_defaults(func=cmd_stats)
     cl = sub.add_parser("clear", help="delete entries (all, or of one model / prompt version)")
@@ -81,6 +130,14 @@ def register(subparsers) -> None:
     cl.add_argument("--prompt-version", help="only this prompt: ID@VERSION (e.g. extract@1) or VERSION")
     cl.add_argument("--answers", action="store_true", help="empty the answer store instead (every answer is evaluated again)")
     cl.add_argument("--inputs", action="store_true", help="empty the validated-inputs cache instead")
+    cl.add_argument("--all", action="store_true", help="empty every cache: judge cache, answer store, validated "
+                                                       "inputs, step results, corpus indexes")
     cl.set_defaults(func=cmd_clear)
+    pr = sub.add_parser("prune", help="remove least recently used cache entries past an age or a total size")
+    pr.add_argument("--older-than", type=float, metavar="DAYS", help="remove entries unused for DAYS days")
+    pr.add_argument("--max-size", type=_size, metavar="SIZE", help="keep the caches within SIZE (e.g. 5GB, 500MB)")
+    pr.add_argument("--dry-run", action="store_true", help="say what would go; remove nothing")
+    pr.add_argument("--params", help="parameters file whose `state:` limits apply without --older-than/--max-size")
+    pr.set_defaults(func=cmd_prune)
     for q in (st, cl):
         q.add_argument("--path", help="cache file (default: $RAGSPAN_HOME/judge-cache.sqlite)")

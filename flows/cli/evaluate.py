@@ -72,6 +72,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         print(json.dumps(estimate) if args.json else
               "dry run (no judge call made): " + ", ".join(f"{k}={v}" for k, v in estimate.items()))
         return 0
+    if args.task_runner == "dask" and args.dask_address:
+        from ragspan.flows.runners import check_workers, results_dir
+        from ragspan.tasks.config import state_dir
+
+        check_workers(args.dask_address, state_dir(), results_dir())  # before any shard is submitted
     hand_over(ws, settings)  # the flow's load step takes it instead of loading again
     shard_size = max(1, settings.pipeline.shard_size)
     mode = args.progress or ("none" if args.quiet else "auto")

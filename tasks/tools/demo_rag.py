@@ -265,6 +265,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     an.add_argument("--data", default="data/sample")
     an.add_argument("--index", default="demo")
     an.add_argument("--index-dir")
+    an.add_argument("--version", default="", help="when the index does not exist yet, build it first as this "
+                                                  "version (default v1); an existing index is used as it is")
     an.add_argument("--out", required=True, help="run file to write (JSONL)")
 
 
@@ -277,6 +279,10 @@ def run_command(args: argparse.Namespace) -> int:
         print(f"demo index {args.index!r} {spec.version}: {json.dumps(asdict(spec))} → {where}")
         return 0
     try:
+        if not (where / "index.json").is_file():  # first use: build it rather than fail
+            spec = spec_for(args.version or "v1")
+            build_index(args.data, spec, where)
+            print(f"demo index {args.index!r} did not exist: built it as {spec.version} → {where}", file=sys.stderr)
         records, intended = demo_run(args.data, where)
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
