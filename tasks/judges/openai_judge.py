@@ -69,6 +69,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 from ragspan.tasks.core.locate import locate_quote
+from ragspan.tasks.core.text import sentence_spans
 from ragspan.tasks.errors import ConfigError
 from ragspan.tasks.judges.base import (
     AnswerItem,
@@ -88,6 +89,7 @@ from ragspan.tasks.judges.output_modes import (
     DEFAULT_MAX_REJECTIONS,
     MODES,
     RejectionStreak,
+    grammar_schema,
     hint_for,
     is_about_output_format,
     is_rejection,
@@ -422,7 +424,8 @@ class OpenAIJudge:
         prompt = self._prompts["decompose"]
         messages = [{"role": "system", "content": prompt.system},
                     {"role": "user", "content": prompt.render("user", answer=answer, question=question)}]
-        result = self._call(prompt, messages, Decomposition)
+        result = self._call(prompt, messages, Decomposition,
+                            {"answer_texts": [answer[a:b] for a, b in sentence_spans(answer)]})
         if isinstance(result, JudgeFailure):
             return result
         claims, cursor = [], 0
@@ -445,7 +448,8 @@ class OpenAIJudge:
         messages = [{"role": "system", "content": prompt.system},
                     {"role": "user", "content": prompt.render("user", claim=claim, question=question,
                                                                 passages=_numbered(passages))}]
-        first = self._call(prompt, messages, Extraction)
+        choices = {"quotes": [p[a:b] for p in passages for a, b in sentence_spans(p)], "passages": len(passages)}
+        first = self._call(prompt, messages, Extraction, choices)
         if isinstance(first, JudgeFailure):
             return [first for _ in passages]
         verdicts, problems = self._checked(first.value, passages, range(1, len(passages) + 1))
@@ -455,7 +459,7 @@ class OpenAIJudge:
                 {"role": "user", "content": prompt.render("reask", problems="\n".join(
                     f"- {msg}" for _, msg in sorted(problems.items())))},
             ]
-            second = self._call(prompt, reask, Extraction)
+            second = self._call(prompt, reask, Extraction, choices)
             if isinstance(second, JudgeFailure):
                 for n, msg in problems.items():
                     verdicts[n] = JudgeFailure(kind=second.kind if "no verdict" in msg else "invalid_quote",
@@ -506,19 +510,21 @@ class OpenAIJudge:
 
     # -- one model call: cache, budget, retries, typed outcomes --------------------------
 
-    def _call(self, prompt: Prompt, messages: list[dict], schema: type[T]) -> _Parsed | JudgeFailure:
+    def _call(self, prompt: Prompt, messages: list[dict], schema: type[T],
+              choices: dict | None = None) -> _Parsed | JudgeFailure:
         """One logical call in the current output mode; a rejection of the mode itself
-        moves every later call to the next mode (auto) and this one is asked again."""
+        moves every later call to the next mode (auto) and this one is asked again.
+        `choices` tighten the schema a grammar-constrained server gets (grammar_schema)."""
         while True:
             mode = self._modes.current
-            result = self._call_in_mode(prompt, messages, schema, mode)
+            result = self._call_in_mode(prompt, messages, schema, mode, choices or {})
             if not isinstance(result, _FormatRejected):
                 return result
             if self._modes.after_rejection(mode, result.detail) is None:
                 return self._rejected(result.status, result.detail, mode)
 
     def _call_in_mode(self, prompt: Prompt, messages: list[dict], schema: type[T],
-                      mode: str) -> _Parsed | JudgeFailure | _FormatRejected:
+                      mode: str, choices: dict) -> _Parsed | JudgeFailure | _FormatRejected:
         opts = self.options
         messages = _messages_for(mode, messages, schema)
         parts = {"kind": "openai", "model": self.spec.model, "endpoint": self._endpoint, "prompt_id": prompt.id,
@@ -548,7 +554,7 @@ class OpenAIJudge:
                 self.stats.calls += 1
             report_calls(1)
             try:
-                parsed = self._request(key, parts, messages, schema, mode)
+                parsed = self._request(key, parts, messages, schema, mode, choices)
                 self._streak.succeeded()
                 self._modes.worked(mode, f"{self.spec.model} at {self._endpoint}")
                 return parsed
@@ -583,11 +589,13 @@ class OpenAIJudge:
         self._streak.rejected(self._redact(detail)[:300])
         return self._failure("rejected", full)
 
-    def _request(self, key: str, parts: dict, messages: list[dict], schema: type[T], mode: str) -> _Parsed:
+    def _request(self, key: str, parts: dict, messages: list[dict], schema: type[T], mode: str,
+                 choices: dict) -> _Parsed:
         oa, opts = self._openai, self.options
         common = dict(model=self.spec.model, messages=messages, temperature=opts.temperature,
                       max_tokens=opts.max_completion_tokens, **({"seed": opts.seed} if opts.seed >= 0 else {}))
-        formats = {"json_object_schema": {"type": "json_object", "schema": schema.model_json_schema()},
+        formats = {"json_object_schema": {"type": "json_object",
+                                          "schema": grammar_schema(schema.model_json_schema(), **choices)},
                    "json_object": {"type": "json_object"}}
         try:
             if mode == "json_schema":
@@ -710,13 +718,17 @@ class _FormatRejected:
 
 
 def _messages_for(mode: str, messages: list[dict], schema: type[BaseModel]) -> list[dict]:
-    """The messages as sent in `mode`: a server not told the schema (or only constraining
-    to it) reads it in the system message."""
+    """The messages as sent in `mode`. Servers without structured outputs are mostly local
+    ones whose chat templates may drop the system role (Gemma's does: measured, the prompt
+    tokens counted only the user turn), so there the instructions open the first user
+    message; a server not told the schema also reads it there."""
     if mode == "json_schema":
         return messages
-    first, *rest = messages
-    return [{**first, "content": first["content"] + "\n\n" + schema_instruction(schema.model_json_schema())},
-            *rest]
+    system, user, *rest = messages
+    text = system["content"]
+    if mode != "json_object_schema":
+        text += "\n\n" + schema_instruction(schema.model_json_schema())
+    return [{"role": "user", "content": text + "\n\n" + user["content"]}, *rest]
 
 
 def _body_text(e: Any) -> str:

@@ -79,6 +79,46 @@ def hint_for(status: int, message: str, mode: str, forced: bool, key_env: str) -
     return "check --model, --base-url and the judge.* settings (`ragspan judge check --base-url URL --model M`)"
 
 
+# Confidence values a grammar may produce (a grammar does not enforce `maximum`).
+_CONFIDENCES = [round(i / 10, 1) for i in range(11)]
+
+
+def grammar_schema(schema: dict, *, quotes: list[str] | None = None, passages: int | None = None,
+                   answer_texts: list[str] | None = None) -> dict:
+    """The schema sent to a grammar-constrained server (`json_object_schema`), tightened
+    so that even a small model's output is usable: a quote can only be a sentence of the
+    passages sent (or empty), a passage number only one that was sent, exactly one verdict
+    per passage, a confidence one of 0, 0.1, …, 1; and a claim's answer text only a
+    sentence of the answer. Descriptions are dropped (small models copy them into the
+    values); the instructions are in the prompt. Replies are still validated, and quotes
+    still located, like any other."""
+    out = json.loads(json.dumps(schema))
+
+    def strip(node: object) -> None:
+        if isinstance(node, dict):
+            node.pop("description", None)
+            for v in node.values():
+                strip(v)
+        elif isinstance(node, list):
+            for v in node:
+                strip(v)
+
+    strip(out)
+    defs = out.get("$defs", {})
+    verdict = defs.get("PassageVerdict", {}).get("properties")
+    if verdict is not None:
+        if quotes is not None:
+            verdict["quote"] = {"type": "string", "enum": ["", *dict.fromkeys(q for q in quotes if q)]}
+        if passages:
+            verdict["passage"] = {"type": "integer", "enum": list(range(1, passages + 1))}
+            out["properties"]["verdicts"].update(minItems=passages, maxItems=passages)
+        verdict["confidence"] = {"type": "number", "enum": _CONFIDENCES}
+    claim = defs.get("DecomposedClaim", {}).get("properties")
+    if claim is not None and answer_texts:
+        claim["answer_text"] = {"type": "string", "enum": list(dict.fromkeys(answer_texts))}
+    return out
+
+
 def schema_instruction(schema: dict) -> str:
     """What the system prompt gains when the server is not told the schema itself."""
     return ("Reply with one JSON object and nothing else (no prose, no code fence). It must validate "
