@@ -158,6 +158,7 @@ class JudgeStats(BaseModel):
     errors: int = 0
     retryable_errors: int = 0  # errors of a RETRYABLE_FAILURES kind
     invalid_quotes: int = 0
+    failed_calls: int = 0  # requests sent that ended without a usable reply (LLM judges)
     prompt_tokens: int = 0
     completion_tokens: int = 0
     # cascade judge: claims sent to the LLM, claims the local judge decided alone, and the

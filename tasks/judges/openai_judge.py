@@ -448,7 +448,7 @@ class OpenAIJudge:
         messages = [{"role": "system", "content": prompt.system},
                     {"role": "user", "content": prompt.render("user", claim=claim, question=question,
                                                                 passages=_numbered(passages))}]
-        choices = {"quotes": [p[a:b] for p in passages for a, b in sentence_spans(p)], "passages": len(passages)}
+        choices = {"passage_quotes": [[p[a:b] for a, b in sentence_spans(p)] for p in passages]}
         first = self._call(prompt, messages, Extraction, choices)
         if isinstance(first, JudgeFailure):
             return [first for _ in passages]
@@ -546,10 +546,10 @@ class OpenAIJudge:
             blocked = self._streak.blocked()
             if blocked is not None:
                 return self._failure("rejected", f"not sent: the last {opts.max_rejections} calls were rejected "
-                                                 f"the same way — {blocked}")
+                                                 f"the same way — {blocked}", sent=False)
             spent = self._budget.reserve()
             if spent is not None:
-                return self._failure("budget_exhausted", spent)
+                return self._failure("budget_exhausted", spent, sent=False)
             with self._lock:
                 self.stats.calls += 1
             report_calls(1)
@@ -659,7 +659,10 @@ class OpenAIJudge:
         if not choice.message.content:
             raise _Failed("unparseable", "the response has no content")
         try:
-            value = schema.model_validate_json(json_text_of(choice.message.content)).model_dump(mode="json")
+            # strict=False: grammar-constrained servers let raw newlines into strings
+            # (measured: llama-cpp-python); that is still the JSON the model meant.
+            value = schema.model_validate(json.loads(json_text_of(choice.message.content), strict=False)
+                                          ).model_dump(mode="json")
         except ValueError as e:
             raise _Failed("unparseable", str(e)[:300]) from None
         return self._stored(key, parts, value, completion.usage)
@@ -682,10 +685,12 @@ class OpenAIJudge:
             self.stats.completion_tokens += c
         self._budget.spend_tokens(p + c)
 
-    def _failure(self, kind: str, detail: str) -> JudgeFailure:
-        """A typed call outcome, counted per kind, its detail redacted."""
+    def _failure(self, kind: str, detail: str, sent: bool = True) -> JudgeFailure:
+        """A typed call outcome, counted per kind (and as a failed call when a request was
+        sent), its detail redacted."""
         with self._lock:
             self.failures[kind] += 1
+            self.stats.failed_calls += int(sent)
         return JudgeFailure(kind=kind, detail=self._redact(detail)[:500])  # type: ignore[arg-type]
 
     def _redact(self, text: str) -> str:

@@ -83,15 +83,22 @@ def hint_for(status: int, message: str, mode: str, forced: bool, key_env: str) -
 _CONFIDENCES = [round(i / 10, 1) for i in range(11)]
 
 
-def grammar_schema(schema: dict, *, quotes: list[str] | None = None, passages: int | None = None,
+# Bounds that keep a small model from looping until max_tokens (measured: Gemma 3 270M
+# repeats a claim or a reason until the reply is cut).
+_MAX_REASON_CHARS = 120
+_MAX_CLAIM_CHARS = 400
+_CLAIMS_PER_SENTENCE = 2
+
+
+def grammar_schema(schema: dict, *, passage_quotes: list[list[str]] | None = None,
                    answer_texts: list[str] | None = None) -> dict:
     """The schema sent to a grammar-constrained server (`json_object_schema`), tightened
-    so that even a small model's output is usable: a quote can only be a sentence of the
-    passages sent (or empty), a passage number only one that was sent, exactly one verdict
-    per passage, a confidence one of 0, 0.1, …, 1; and a claim's answer text only a
-    sentence of the answer. Descriptions are dropped (small models copy them into the
-    values); the instructions are in the prompt. Replies are still validated, and quotes
-    still located, like any other."""
+    so that even a small model's output is usable: exactly one verdict per passage sent,
+    in order, whose quote can only be one of that passage's sentences (or empty) and
+    whose confidence is one of 0, 0.1, …, 1; claims bounded in number and length, each
+    answer text one of the answer's sentences; reasons bounded. Descriptions are dropped
+    (small models copy them into the values); the instructions are in the prompt. Replies
+    are still validated, and quotes still located, like any other."""
     out = json.loads(json.dumps(schema))
 
     def strip(node: object) -> None:
@@ -105,17 +112,24 @@ def grammar_schema(schema: dict, *, quotes: list[str] | None = None, passages: i
 
     strip(out)
     defs = out.get("$defs", {})
-    verdict = defs.get("PassageVerdict", {}).get("properties")
-    if verdict is not None:
-        if quotes is not None:
-            verdict["quote"] = {"type": "string", "enum": ["", *dict.fromkeys(q for q in quotes if q)]}
-        if passages:
-            verdict["passage"] = {"type": "integer", "enum": list(range(1, passages + 1))}
-            out["properties"]["verdicts"].update(minItems=passages, maxItems=passages)
-        verdict["confidence"] = {"type": "number", "enum": _CONFIDENCES}
+    verdict = defs.get("PassageVerdict")
+    if verdict is not None and passage_quotes is not None:
+        items = []
+        for n, quotes in enumerate(passage_quotes, 1):
+            one = json.loads(json.dumps(verdict))
+            props = one["properties"]
+            props["passage"] = {"type": "integer", "enum": [n]}
+            props["quote"] = {"type": "string", "enum": ["", *dict.fromkeys(q for q in quotes if q)]}
+            props["confidence"] = {"type": "number", "enum": _CONFIDENCES}
+            props["reason"] = {"type": "string", "maxLength": _MAX_REASON_CHARS}
+            items.append(one)
+        out["properties"]["verdicts"] = {"type": "array", "prefixItems": items, "items": False,
+                                         "minItems": len(items), "maxItems": len(items)}
     claim = defs.get("DecomposedClaim", {}).get("properties")
     if claim is not None and answer_texts:
         claim["answer_text"] = {"type": "string", "enum": list(dict.fromkeys(answer_texts))}
+        claim["claim"] = {"type": "string", "maxLength": _MAX_CLAIM_CHARS}
+        out["properties"]["claims"].update(maxItems=_CLAIMS_PER_SENTENCE * len(answer_texts))
     return out
 
 
