@@ -227,7 +227,7 @@ def report(out_dir: Path, ws, settings, spec, run, compare_to: str | None = None
 
     claims, spans, diagnoses, judge_stats, states = run.claims, run.spans, run.diagnoses, run.stats, run.states
     manifest = manifest_for(ws.run, ws.data_dir, ws.input_files, settings, spec,
-                            question_ids=ws.questions["question_id"].tolist())
+                            question_ids=ws.questions["question_id"].tolist(), out_dir=Path(out_dir))
     stats = {**judge_stats.model_dump(), "estimated_cost": estimated_cost(judge_stats, settings.judge),
              "judge": spec.kind, "model": spec.model, "prompt_version": spec.prompt_version,
              "task_states": states, "answers_reused": answers_reused}
