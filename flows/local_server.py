@@ -144,13 +144,14 @@ def in_use() -> Iterator[None]:
                 os.utime(path)
 
 
-def is_idle(idle_stop: float) -> bool:
-    """No command holds the server and none has used it for `idle_stop` seconds."""
+def is_idle(idle_stop: float, since: float) -> bool:
+    """No command holds the server and none has used it for `idle_stop` seconds (counted
+    from `since`, the server's start, when no command has used it yet)."""
     path = in_use_path()
     try:
-        last = path.stat().st_mtime
+        last = max(since, path.stat().st_mtime)
     except OSError:
-        last = 0.0
+        last = since
     if time.time() - last < idle_stop:
         return False
     with _lock(path, fcntl.LOCK_EX | fcntl.LOCK_NB) as free:

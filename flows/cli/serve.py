@@ -79,7 +79,7 @@ def cmd_server_start(args: argparse.Namespace) -> int:
     # A run queued behind the deployment's concurrency limit retries after this (Prefect: 30 s).
     env.setdefault("PREFECT_SERVER_DEPLOYMENTS_CONCURRENCY_SLOT_WAIT_SECONDS", "5")
     proc = subprocess.Popen(cmd, env=env, preexec_fn=_die_with_parent)  # noqa: PLW1509 - Linux prctl only
-    local_server.write_record(os.getpid(), args.port, args.host, args.idle_stop)
+    started = local_server.write_record(os.getpid(), args.port, args.host, args.idle_stop)["started"]
     asked: list[int] = []
 
     def forward(signum, _frame):
@@ -95,7 +95,7 @@ def cmd_server_start(args: argparse.Namespace) -> int:
                 code = proc.wait(timeout=5)
                 break
             except subprocess.TimeoutExpired:
-                if args.idle_stop and not asked and local_server.is_idle(args.idle_stop):
+                if args.idle_stop and not asked and local_server.is_idle(args.idle_stop, started):
                     print(f"ragspan server: idle for {args.idle_stop:.0f} s, stopping", flush=True)
                     forward(signal.SIGTERM, None)
     finally:
@@ -125,7 +125,7 @@ def cmd_server_status(args: argparse.Namespace) -> int:
         return 1
     up = local_server.healthy(rec["url"])
     try:
-        idle = time.time() - local_server.in_use_path().stat().st_mtime
+        idle = time.time() - max(rec["started"], local_server.in_use_path().stat().st_mtime)
     except OSError:
         idle = time.time() - rec["started"]
     stop_after = f"stops after {rec['idle_stop_s']:.0f} s idle" if rec.get("idle_stop_s") else "runs until stopped"

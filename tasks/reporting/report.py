@@ -21,7 +21,7 @@ from ragspan.tasks.io.manifest import manifest_for
 from ragspan.tasks.io.outputs import write_atomic_dir
 from ragspan.tasks.judges.openai_judge import estimated_cost
 from ragspan.tasks.reporting import charts
-from ragspan.tasks.reporting.findings import concentration, fix_order
+from ragspan.tasks.reporting.findings import concentration, concentration_text, fix_order
 from ragspan.tasks.reporting.groups import claim_groups
 from ragspan.tasks.reporting.html import render_report
 from ragspan.tasks.reporting.stats import bootstrap_spec, rate_intervals
@@ -158,9 +158,7 @@ def summary_markdown(metrics: dict, comparison: dict | None = None, images: tupl
     for i, label in enumerate(fix_order(metrics), 1):
         s = share.get(label)
         where = concentration(metrics, label)
-        conc = "" if where is None else (
-            f"; concentrated in {_md(where['key'])} = {_md(where['value'])} ({where['count']} of {where['of']}, "
-            f"{where['share']:.0%} vs {where['base']:.0%} of all claims)")
+        conc = "" if where is None else f"; concentrated in {_md(concentration_text(where))}"
         lines.append(f"{i}. **{label}** — {STAGES[label]}: {metrics['labels'][label]['count']} claims"
                      f"{'' if s is None else f', {s:.0%} of failures'}{conc}")
     if images:

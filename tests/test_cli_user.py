@@ -1,0 +1,204 @@
+"""The command line as a new user meets it: a workspace of their own (`mydata/` with one
+run file named `injected.jsonl`, no params.yaml), commands typed from that directory and
+from elsewhere. Manifest, run selection, compare from any directory, results readable per
+the umask, help and version, --verbose, explain, and the local Prefect server."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import SAMPLE
+from ragspan.flows.cli import build_parser, main
+
+RAGSPAN = str(Path(sys.executable).with_name("ragspan"))
+
+
+@pytest.fixture
+def user_ws(tmp_path, monkeypatch):
+    """tmp/ws/mydata/{corpus,chunks,questions}, runs/injected.jsonl; cwd = tmp/ws."""
+    ws = tmp_path / "ws"
+    data = ws / "mydata"
+    (data / "runs").mkdir(parents=True)
+    for name in ("corpus.jsonl", "chunks.jsonl", "questions.csv"):
+        shutil.copy(SAMPLE / name, data / name)
+    shutil.copy(SAMPLE / "runs" / "baseline.jsonl", data / "runs" / "injected.jsonl")
+    monkeypatch.chdir(ws)
+    assert not (ws / "params.yaml").exists()
+    return ws
+
+
+@pytest.mark.usefixtures("prefect_server", "state_dir")
+def test_manifest_records_what_was_used_and_compare_works_from_anywhere(user_ws, tmp_path, monkeypatch, capsys):
+    old = os.umask(0o022)
+    try:
+        assert main(["evaluate", "--data", "mydata", "--progress", "none", "--quiet"]) == 0
+    finally:
+        os.umask(old)
+    out = user_ws / "results" / "injected"  # the only run file was chosen
+    metrics = json.loads((out / "metrics.json").read_text())
+    manifest = metrics["manifest"]
+    assert manifest["params"]["data"] == {"dir": "mydata", "runs": ["injected"]}
+    assert manifest["data"]["from_results"] == "../../mydata"
+    assert (out.stat().st_mode & 0o777) == 0o755  # readable by the team, as the umask says
+
+    assert main(["evaluate", "--data", "mydata", "--run", "injected", "--out", "results/again",
+                 "--progress", "none", "--quiet"]) == 0
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    capsys.readouterr()
+    assert main(["compare", str(out), str(user_ws / "results" / "again"), "--format", "json",
+                 "--resamples", "50"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["params_changed"] == {}
+    assert result["a"]["notes"] == [] and result["b"]["notes"] == []
+    assert result["by_metadata"], "per-metadata deltas need the data directory, found from the manifest"
+
+
+@pytest.mark.usefixtures("state_dir")
+def test_run_selection_and_validate_checks_every_run(user_ws, capsys):
+    data = user_ws / "mydata"
+    shutil.copy(data / "runs" / "injected.jsonl", data / "runs" / "second.jsonl")
+    assert main(["evaluate", "--data", "mydata", "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert "choose one with --run" in err and "injected" in err and "second" in err
+
+    assert main(["validate", "--data", "mydata"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line for line in lines if line.startswith("ok:")] and \
+        {"run=injected", "run=second"} <= {part.strip(",") for line in lines for part in line.split()}
+
+    # a broken second run file is found without naming it
+    (data / "runs" / "second.jsonl").write_text('{"question_id": "q01"}\n', encoding="utf-8")
+    assert main(["validate", "--data", "mydata"]) == 2
+    err = capsys.readouterr().err
+    assert "second.jsonl" in err and "row 1" in err
+
+    (data / "runs" / "second.jsonl").unlink()
+    assert main(["evaluate", "--data", "mydata", "--dry-run", "--json"]) == 0  # the only run now
+    assert json.loads(capsys.readouterr().out)
+
+    assert main(["evaluate", "--data", "mydata", "--run", "nope", "--dry-run"]) == 2
+    assert "runs here: injected" in capsys.readouterr().err
+
+
+def _all_parsers(p: argparse.ArgumentParser, path: str = "ragspan"):
+    yield path, p
+    for action in p._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                yield from _all_parsers(child, f"{path} {name}")
+
+
+def test_every_flag_has_help_and_version_answers():
+    missing = [f"{path} {a.option_strings[0]}" for path, p in _all_parsers(build_parser())
+               for a in p._actions if a.option_strings and not a.help]
+    assert missing == []
+    proc = subprocess.run([RAGSPAN, "--version"], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0 and proc.stdout.startswith("ragspan ") and proc.stdout.split()[1][0].isdigit()
+    # `--help` builds the parser without the heavy libraries (that is what keeps it fast)
+    probe = ("import sys; from ragspan.flows.cli import build_parser; build_parser(); "
+             "print(sorted(m for m in ('pandas', 'prefect', 'pydantic', 'pandera', 'numpy') if m in sys.modules))")
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert loaded.strip() == "[]"
+
+
+@pytest.mark.usefixtures("prefect_server", "state_dir")
+def test_verbose_shows_step_timings_and_cache_decisions(user_ws, capsys):
+    args = ["evaluate", "--data", "mydata", "--progress", "none", "--quiet"]
+    assert main([*args, "--verbose"]) == 0
+    first = capsys.readouterr().err
+    assert "validated-inputs cache: miss" in first and "to be built" in first
+    assert "answer store: 0 of 36 answers reused" in first
+    assert "step extract" in first and "Completed" in first
+    assert main([*args, "-v"]) == 0
+    second = capsys.readouterr().err
+    assert "validated-inputs cache: hit" in second and "reused (" in second
+    assert "answer store: 36 of 36 answers reused" in second
+    assert "step report" in second and "step extract" not in second  # no step ran
+    assert main(args) == 0
+    assert "[verbose]" not in capsys.readouterr().err
+
+
+@pytest.mark.usefixtures("prefect_server", "state_dir")
+def test_explain_shows_the_claim_its_reason_and_the_quote_in_context(user_ws, capsys):
+    assert main(["evaluate", "--data", "mydata", "--progress", "none", "--quiet"]) == 0
+    diagnoses = pd.read_parquet(user_ws / "results" / "injected" / "diagnoses.parquet")
+    row = diagnoses[diagnoses["label"] == "correct"].iloc[0]
+    capsys.readouterr()
+    assert main(["explain", "results/injected", row["claim_id"], "--color", "never"]) == 0
+    text = capsys.readouterr().out
+    assert f"claim {row['claim_id']}" in text and "label: correct" in text
+    assert row["reason"].split(";")[0] in text
+    doc = pd.read_json(SAMPLE / "corpus.jsonl", lines=True).set_index("doc_id").loc[row["doc_id"], "text"]
+    before = " ".join(doc[max(0, row["char_start"] - 40):row["char_start"]].split()[-3:])
+    assert f"«{row['span_text']}»" in text and before in text  # the quote inside its document
+
+    claims_of_q = diagnoses[diagnoses["question_id"] == row["question_id"]]
+    assert main(["explain", "results/injected", row["question_id"], "--color", "never"]) == 0
+    shown = capsys.readouterr().out
+    assert all(f"claim {cid} " in shown for cid in claims_of_q["claim_id"])
+    assert shown.count("label: ") == len(claims_of_q)
+    assert main(["explain", "results/injected", row["question_id"], "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == len(claims_of_q)
+    assert main(["explain", "results/injected", "no-such-id"]) == 2
+    assert "no claim or question 'no-such-id'" in capsys.readouterr().err
+
+
+def _server_env(home: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "RAGSPAN_"))}
+    env.update(RAGSPAN_HOME=str(home), RAGSPAN_PREFECT_SERVER="auto")
+    return env
+
+
+def test_local_server_is_started_once_reused_and_stopped(user_ws, tmp_path):
+    env = _server_env(tmp_path / "state-server")
+    run = lambda *a: subprocess.run([RAGSPAN, *a], env=env, cwd=user_ws, capture_output=True,
+                                    text=True, timeout=300, check=False)
+    try:
+        first = run("evaluate", "--data", "mydata", "--quiet", "--progress", "none", "--verbose")
+        assert first.returncode == 0, first.stderr
+        assert "(started now" in first.stderr
+        status = run("server", "status", "--json")
+        assert status.returncode == 0, status.stdout
+        info = json.loads(status.stdout)
+        assert info["healthy"] and info["idle_stop_s"] > 0
+        second = run("evaluate", "--data", "mydata", "--quiet", "--progress", "none", "--verbose")
+        assert second.returncode == 0 and f"{info['url']} (reused" in second.stderr
+        assert "answer store: 36 of 36" in second.stderr
+        stop = run("server", "stop")
+        assert stop.returncode == 0 and f"pid {info['pid']}" in stop.stdout
+        assert run("server", "status").returncode == 1
+        with pytest.raises(ProcessLookupError):
+            os.kill(info["pid"], 0)
+    finally:
+        run("server", "stop")
+
+
+def test_a_server_started_with_idle_stop_stops_itself(tmp_path):
+    env = _server_env(tmp_path / "state-idle")
+    from ragspan.flows.local_server import free_port
+
+    proc = subprocess.Popen([RAGSPAN, "server", "start", "--port", str(free_port()), "--idle-stop", "1"],
+                            env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(30)
+    assert proc.returncode == 0 and "idle for 1 s, stopping" in out
+    assert not (tmp_path / "state-idle" / "server" / "server.json").exists()
+    started = time.time()
+    status = subprocess.run([RAGSPAN, "server", "status"], env=env, cwd=tmp_path, capture_output=True, text=True,
+                            check=False)
+    assert status.returncode == 1 and time.time() - started < 30
