@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -202,3 +203,89 @@ def test_a_server_started_with_idle_stop_stops_itself(tmp_path):
     status = subprocess.run([RAGSPAN, "server", "status"], env=env, cwd=tmp_path, capture_output=True, text=True,
                             check=False)
     assert status.returncode == 1 and time.time() - started < 30
+
+
+@pytest.mark.usefixtures("prefect_server", "state_dir")
+def test_reasons_agree_with_the_evidence_shown(user_ws, tmp_path):
+    """A strict threshold (from a params file outside the workspace) leaves passages judged
+    `supported` below it: the reasons must say so with the threshold, name the closest
+    related passage of a hallucination, and quote the claim's own words."""
+    strict = tmp_path / "strict.yaml"
+    strict.write_text("judge:\n  support_threshold: 0.97\n", encoding="utf-8")
+    assert main(["evaluate", "--data", "mydata", "--params", str(strict), "--progress", "none", "--quiet"]) == 0
+    out = user_ws / "results" / "injected"
+    d = pd.read_parquet(out / "diagnoses.parquet")
+    spans = pd.read_parquet(out / "spans.parquet")
+    related = spans[spans["verdict"].isin(["supported", "partial"])]
+    halluc = d[d["label"] == "hallucination"]
+    with_related = halluc[halluc["claim_id"].isin(related["claim_id"])]
+    assert len(with_related), "the strict threshold should leave hallucinations with related passages"
+    for reason in with_related["reason"]:
+        assert "the closest is" in reason and "is about the claim" not in reason.split(";")[0][:60]
+    for reason in halluc[~halluc["claim_id"].isin(related["claim_id"])]["reason"]:
+        assert reason == "no passage in context, retrieved or corpus-wide supports or is about the claim"
+    below = d[d["reason"].str.contains("judged supported with probability", regex=False)]
+    assert len(below) and all("below support_threshold 0.97" in r for r in below["reason"])
+    assert json.loads((out / "metrics.json").read_text())["manifest"]["params"]["judge"]["support_threshold"] == 0.97
+    # words a reason quotes are the claim's own words, never stems
+    lists = [(c, m) for c, r in zip(d["claim"], d["reason"])
+             for m in re.findall(r"not in the (?:passage|quoted sentences): ((?:'[^']+'(?:, )?)+)", r)]
+    quoted = [(c, w) for c, m in lists for w in re.findall(r"'([^']+)'", m)]
+    assert quoted, "the sample has claims with names missing from a passage"
+    assert all(w in c for c, w in quoted), [x for x in quoted if x[1] not in x[0]][:5]
+
+
+def _counts(**labels: int) -> dict:
+    return {lab: {"count": labels.get(lab, 0)} for lab in
+            ("correct", "rank_failure", "retrieval_miss", "synthesis_error", "hallucination", "unjudged")}
+
+
+def test_what_to_fix_first_ranks_groups_by_effect_and_skips_near_total_groups():
+    from ragspan.tasks.reporting.findings import concentration, concentration_text, group_effects
+
+    metrics = {"claims": 100, "labels": _counts(correct=60, hallucination=40), "by_metadata": {
+        "doc.doc_type": {"paper": _counts(correct=59, hallucination=38), "(none)": _counts(correct=1, hallucination=2)},
+        "question.topic": {"a": _counts(correct=10, hallucination=20), "b": _counts(correct=50, hallucination=20)},
+        "doc.lang": {"(none)": _counts(correct=2, hallucination=12), "en": _counts(correct=58, hallucination=28)},
+    }}
+    effects = group_effects(metrics, "hallucination")
+    assert ("doc.doc_type", "paper") not in {(e["key"], e["value"]) for e in effects}  # 97% of all claims
+    assert [e["effect"] for e in effects] == sorted((e["effect"] for e in effects), reverse=True)
+    best = concentration(metrics, "hallucination")
+    assert (best["key"], best["value"]) == ("doc.lang", "(none)") and best["low"] > 0
+    assert best["low"] < best["effect"] < best["high"]
+    text = concentration_text(best)
+    assert "95% CI" in text and "nothing retrieved" in text  # (none) is explained
+    quiet = {"claims": 40, "labels": _counts(correct=20, hallucination=20), "by_metadata": {
+        "question.topic": {"a": _counts(correct=10, hallucination=11), "b": _counts(correct=10, hallucination=9)}}}
+    assert concentration(quiet, "hallucination") is None  # no group beyond noise
+
+
+@pytest.mark.usefixtures("prefect_server", "state_dir")
+def test_a_field_every_document_shares_is_not_a_finding(user_ws):
+    corpus = user_ws / "mydata" / "corpus.jsonl"
+    rows = [json.loads(line) for line in corpus.read_text(encoding="utf-8").splitlines() if line.strip()]
+    corpus.write_text("".join(json.dumps({**r, "doc_type": "paper"}) + "\n" for r in rows), encoding="utf-8")
+    assert main(["evaluate", "--data", "mydata", "--progress", "none", "--quiet"]) == 0
+    out = user_ws / "results" / "injected"
+    assert "paper" in json.loads((out / "metrics.json").read_text())["by_metadata"]["doc.doc_type"]
+    summary = (out / "summary.md").read_text(encoding="utf-8")
+    assert "What to fix first" in summary and "doc.doc\\_type = paper" not in summary
+    assert "doc_type = paper" not in (out / "report.html").read_text(encoding="utf-8")
+
+
+@pytest.mark.usefixtures("prefect_server", "state_dir")
+def test_compare_says_a_changed_run_file_is_a_system_change(user_ws, tmp_path, capsys):
+    args = ["--progress", "none", "--quiet"]
+    assert main(["evaluate", "--data", "mydata", "--out", "results/a", *args]) == 0
+    run_file = user_ws / "mydata" / "runs" / "injected.jsonl"
+    lines = run_file.read_text(encoding="utf-8").splitlines()
+    first = json.loads(lines[0])
+    first["answer"] = "The moon is made of green cheese."
+    run_file.write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n", encoding="utf-8")
+    assert main(["evaluate", "--data", "mydata", "--out", "results/b", *args]) == 0
+    capsys.readouterr()
+    assert main(["compare", "results/a", "results/b", "--resamples", "50"]) == 0
+    text = capsys.readouterr().out
+    assert "SYSTEM change" in text and "system changed: run file" in text and "WARNING" not in text
+    assert "Claims that got worse" in text

@@ -99,8 +99,8 @@ def _below(j: dict, threshold: float) -> str:
     """Why a passage judged `supported` still does not count: its probability is under
     the threshold (said with both numbers, so the reason agrees with the score shown)."""
     if j["verdict"] == "supported":
-        return f" (judged supported at {j['confidence']:.2f}, below support_threshold {threshold:.2f})"
-    return f" (judged partial at {j['confidence']:.2f})"
+        return f" (judged supported with probability {j['confidence']:.2f}, below support_threshold {threshold:.2f})"
+    return f" (judged partial, confidence {j['confidence']:.2f})"
 
 
 def _hallucination_reason(evidence: list[dict], threshold: float) -> str:
