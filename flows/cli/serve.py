@@ -51,7 +51,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
           flush=True)
     # The runner handles SIGTERM: it stops polling and cancels in-flight runs (their outputs
     # are atomic: the previous results stay). query_seconds bounds event → run start.
-    serve(dep, print_starting_message=False, query_seconds=args.poll)
+    from ragspan.flows import local_server
+
+    with local_server.in_use():  # a recorded local server never idles out under a serving runner
+        serve(dep, print_starting_message=False, query_seconds=args.poll)
     return 0
 
 
