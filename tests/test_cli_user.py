@@ -289,3 +289,20 @@ def test_compare_says_a_changed_run_file_is_a_system_change(user_ws, tmp_path, c
     text = capsys.readouterr().out
     assert "SYSTEM change" in text and "system changed: run file" in text and "WARNING" not in text
     assert "Claims that got worse" in text
+
+
+def test_bad_input_messages_point_at_the_header_and_name_the_record(user_ws, capsys):
+    data = user_ws / "mydata"
+    questions = pd.read_csv(data / "questions.csv")
+    questions.drop(columns=["question"]).to_csv(data / "questions.csv", index=False)
+    assert main(["validate", "--data", "mydata"]) == 2
+    err = capsys.readouterr().err
+    assert "questions.csv: field 'question': missing required column in the header" in err and "row" not in err
+    questions.to_csv(data / "questions.csv", index=False)
+    corpus = data / "corpus.jsonl"
+    rows = [json.loads(line) for line in corpus.read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows[4]["text"] = ""
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    assert main(["validate", "--data", "mydata"]) == 2
+    err = capsys.readouterr().err
+    assert f"corpus.jsonl: row 5, field 'text': empty string (doc_id {rows[4]['doc_id']!r})" in err
