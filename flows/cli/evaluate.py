@@ -28,11 +28,13 @@ def _judge_overrides(args: argparse.Namespace) -> dict[str, str]:
 def choose_run(data: str, given: str | None, settings: Settings, params_file: str | None) -> str:
     """--run; else the first of data.runs when a params file lists them (a DVC workspace);
     else the data directory's only run file; else an error listing the runs there."""
-    from ragspan.tasks.errors import UsageError
+    from ragspan.tasks.errors import InputError, UsageError
     from ragspan.tasks.io.load import run_names
 
     if given:
         return given
+    if not Path(data).is_dir():
+        raise InputError(data, None, None, "data directory not found")
     if params_file and "runs" in settings.data.model_fields_set and settings.data.runs:
         return settings.data.runs[0]
     names = run_names(data)
