@@ -21,6 +21,7 @@ COMPARED = ["claim", "label", "doc_id", "chunk_id", "char_start", "char_end", "s
 def _evaluate(tmp: Path, name: str, runner: str) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "RAGSPAN_"))}
     env["RAGSPAN_HOME"] = str(tmp / f"home-{name}")
+    env["RAGSPAN_PREFECT_SERVER"] = "ephemeral"  # one run per state dir: no server left behind
     cmd = [RAGSPAN, "evaluate", "--data", str(SAMPLE), "--run", "baseline", "--out", str(tmp / name),
            "--quiet", "--task-runner", runner]
     return subprocess.Popen(cmd, env=env, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
