@@ -147,6 +147,8 @@ def _env(home: Path, model_path: Path | None) -> dict[str, str]:
         RAGSPAN_HOME=str(home),
         PREFECT_HOME=str(home / "prefect"),
         DVC_NO_ANALYTICS="1",
+        # One evaluation per fresh state dir: a local server would only be left idling.
+        RAGSPAN_PREFECT_SERVER="ephemeral",
     )
     if model_path is not None:
         env["RAGSPAN_LOCAL_JUDGE_MODEL"] = str(model_path)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ragspan.tasks.config import state_dir
+from ragspan.tasks.state import state_dir
 
 
 def configure_prefect() -> None:

@@ -29,8 +29,14 @@ def _healthy(api_url: str, timeout: float = 2.0) -> bool:
 
 
 def settle_api_url(given: str | None = None, port: int = 4200) -> str:
-    """--api-url, else PREFECT_API_URL, else a local server on 127.0.0.1:PORT if it answers."""
+    """--api-url, else PREFECT_API_URL, else the recorded local server, else a local server
+    on 127.0.0.1:PORT if it answers."""
     url = given or os.environ.get("PREFECT_API_URL")
+    if not url:
+        from ragspan.flows.local_server import read_record
+
+        rec = read_record()  # the server `ragspan evaluate` or `ragspan server start` recorded
+        url = rec["url"] if rec and _healthy(rec["url"]) else None
     if not url:
         local = LOCAL_API.format(port=port)
         if not _healthy(local):

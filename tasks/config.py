@@ -18,8 +18,10 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from ragspan.tasks.errors import ConfigError
+from ragspan.tasks.state import state_dir
 
 RAGSPAN_VERSION = metadata.version("ragspan")
+__all__ = ["state_dir"]  # re-exported: callers import it from here
 # The format of the Parquet/JSON outputs; bump when a column changes meaning.
 OUTPUT_SCHEMA_VERSION = "1"
 TASKS_DIR = Path(__file__).resolve().parent
@@ -152,8 +154,10 @@ class Settings(_Strict):
     state: StateParams = Field(default_factory=StateParams)
 
     def fingerprint(self) -> str:
-        """A short stable hash of every parameter that can change a result."""
-        blob = json.dumps(self.model_dump(mode="json", exclude=set(_OPERATIONAL)), sort_keys=True)
+        """A short stable hash of every parameter that can change a result. `data` (where
+        the inputs are and which run) is left out: the manifest identifies the data by its
+        md5s, and the same parameters over two runs should hash alike."""
+        blob = json.dumps(self.model_dump(mode="json", exclude=set(_OPERATIONAL) | {"data"}), sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -230,9 +234,3 @@ def code_version() -> str:
 def loader_version() -> str:
     """ragspan version + a hash of the code that reads and validates inputs."""
     return f"{RAGSPAN_VERSION}+{source_hash(LOADER_CODE)}"
-
-
-def state_dir() -> Path:
-    """Where ragspan keeps state that must survive `dvc repro` (never a DVC out):
-    Prefect home and results, the judge cache, corpus indexes. `RAGSPAN_HOME` overrides."""
-    return Path(os.environ.get("RAGSPAN_HOME", ".ragspan")).resolve()

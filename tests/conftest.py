@@ -20,6 +20,9 @@ os.environ.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "CRITICAL")
 os.environ.setdefault("DVC_NO_ANALYTICS", "1")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
 os.environ.pop("PREFECT_API_URL", None)
+# Subprocesses (`ragspan evaluate`, `dvc repro`) keep Prefect's temporary server instead of
+# starting a long-lived local one per test state dir; tests of the local server set "auto".
+os.environ.setdefault("RAGSPAN_PREFECT_SERVER", "ephemeral")
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "data" / "sample"

@@ -15,6 +15,7 @@ from ragspan.tasks.reporting.compare import (
     QuestionsDiffer,
     Side,
     as_markdown,
+    as_text,
     compare_runs,
     matched_claims,
     metadata_deltas,
@@ -167,6 +168,39 @@ def test_compare_runs_refuses_different_questions_unless_forced():
     assert compare_runs(a, b, force=True, resamples=10)["questions"]["same"] is False
 
 
+# --------------------------------------------------------------------------- kind of change
+
+
+def test_change_kind_separates_evaluator_from_system_changes():
+    from ragspan.tasks.reporting.change_kind import change_kind
+
+    base = {**manifest(), "judge": {"kind": "local", "prompt_version": "x"}, "code_version": "1+a",
+            "inputs_md5": {"questions.csv": "q", "corpus.jsonl": "c", "runs/baseline.jsonl": "r1"}}
+    assert change_kind(base, base)["kind"] == "none"
+    evaluator = {**base, "params": {"search": {"top_k": 0}}}
+    assert change_kind(base, evaluator) == {"kind": "evaluator", "system": [],
+                                            "evaluator": ["search.top_k 5 → 0"]}
+    code = {**base, "code_version": "1+b"}
+    assert change_kind(base, code)["kind"] == "evaluator"
+    system = {**base, "inputs_md5": {**base["inputs_md5"], "runs/baseline.jsonl": "r2"}}
+    result = change_kind(base, system)
+    assert result["kind"] == "system" and "answers or retrieval" in result["system"][0]
+    moved = {**base, "params": {**base["params"], "data": {"dir": "elsewhere", "runs": ["baseline"]}}}
+    assert change_kind(base, moved)["kind"] == "none"  # the same data elsewhere is no change
+    both = {**system, "judge": {"kind": "openai", "prompt_version": "x"}}
+    assert change_kind(base, both)["kind"] == "both"
+
+
+def test_compare_warns_when_evaluator_and_system_both_changed(tmp_path):
+    d = diag([("q1", "x", "correct"), ("q2", "y", "correct")])
+    m_a = {**manifest(), "inputs_md5": {"questions.csv": "qmd5", "runs/r.jsonl": "1"}}
+    m_b = {**manifest(search={"top_k": 0}), "inputs_md5": {"questions.csv": "qmd5", "runs/r.jsonl": "2"}}
+    text = as_text(compare_runs(Side("A", d, {"run": "r", "manifest": m_a}),
+                                Side("B", d, {"run": "r", "manifest": m_b}), resamples=10))
+    assert "WARNING: both the evaluator and the system changed" in text
+    assert "Claims labelled worse (evaluator and system both changed)" in text
+
+
 # --------------------------------------------------------------------------- CLI
 
 
@@ -208,7 +242,8 @@ def test_cli_markdown_and_table(two_results):
     assert md.returncode == 0, md.stderr
     assert "| rank_failure |" in md.stdout and "CHANGED" in md.stdout and "within noise" in md.stdout
     assert "- 20 rank_failure → correct" in md.stdout
-    assert "### Claims that got worse (1)" in md.stdout
+    assert "EVALUATOR change" in md.stdout and "search.top_k 5 → 9" in md.stdout
+    assert "### Claims judged worse by B's evaluator (1)" in md.stdout
     table = ragspan("compare", str(a), str(b), "--resamples", "300")
     assert table.returncode == 0 and "20 rank_failure → correct" in table.stdout
 

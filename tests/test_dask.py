@@ -27,7 +27,9 @@ COMPARED = ["claim", "label", "doc_id", "chunk_id", "char_start", "char_end", "s
 
 
 def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "RAGSPAN_"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "RAGSPAN_"))}
+    env["RAGSPAN_PREFECT_SERVER"] = "ephemeral"  # one run per state dir: no server left behind
+    return env
 
 
 def _evaluate(tmp: Path, name: str, runner: str, *extra: str, home: Path | None = None) -> subprocess.Popen:

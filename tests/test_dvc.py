@@ -225,6 +225,7 @@ def test_compare_reports_the_transitions_the_param_caused(workspace, env):
     out = ragspan(["compare", "HEAD", "notopk", "--format", "json", "--resamples", "500"], ws, env)
     result = json.loads(out.stdout)
     assert result["params_changed"] == {"search.top_k": [5, 0]}
+    assert result["change"]["kind"] == "evaluator"  # how ragspan judged, not the RAG system
     missed = workspace["before"]["labels"]["retrieval_miss"]["count"]
     moved = {(c["from"], c["to"]): c["count"] for c in result["transitions"]["changed"]}
     assert sum(n for (f, _), n in moved.items() if f == "retrieval_miss") == missed

@@ -109,11 +109,16 @@ def run_measured(cmd: list[str], env: dict, cwd: Path) -> dict:
 
 
 API_URL: str | None = None  # set by --server: a running Prefect server instead of a temporary one
+# --prefect ephemeral: Prefect's temporary server inside every process (how every run went
+# before the local server); default "auto": each state dir's local server, started by its
+# cold run and reused by the re-runs (flows/local_server.py), stopped after each repeat.
+PREFECT_MODE = "auto"
 
 
 def _env(home: Path, timings: Path | None = None) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "RAGSPAN_"))}
     env["RAGSPAN_HOME"] = str(home)
+    env["RAGSPAN_PREFECT_SERVER"] = PREFECT_MODE
     if API_URL:
         env["PREFECT_API_URL"] = API_URL
     if timings is not None:
@@ -272,6 +277,7 @@ def measure(work: Path, chunks: int, answers: int, repeats: int, runner: str, re
         if reruns:
             res["unchanged"].append(evaluate(ws, home, work / "out-unchanged", None, runner))
             res["changed"].append(evaluate(ws / "changed", home, work / "out-changed", None, runner))
+        subprocess.run([RAGSPAN, "server", "stop"], env=_env(home), cwd=work, capture_output=True, check=False)
         shutil.rmtree(home, ignore_errors=True)
     cold = median([r["wall_s"] for r in res["cold"]])
     floor = median([f["wall_s"] for f in res["floor"]])
@@ -445,11 +451,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--server", action="store_true",
                     help="run against one `prefect server start` (PREFECT_API_URL) instead of a temporary "
                          "server per process — how CI or a served deployment runs it")
+    ap.add_argument("--prefect", choices=["auto", "ephemeral"], default="auto",
+                    help="auto: the local server each state dir starts on first use (default); "
+                         "ephemeral: Prefect's temporary server in every process (the old way)")
     ap.add_argument("--child", nargs=2, metavar=("KIND", "WS"), help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.child:
         print(json.dumps(child(a.child[0], Path(a.child[1]))))
         return 0
+    global PREFECT_MODE
+    PREFECT_MODE = a.prefect
     sizes = [tuple(int(v) for v in s.lower().split("x")) for s in a.sizes.split(",") if s]
     work = Path(a.work) if a.work else Path(tempfile.mkdtemp(prefix="ragspan-scale-"))
     work.mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,11 @@
 module of this package (or flows/serve.py) exposing `register(subparsers)`.
 
 Exit codes: 0 ok, 1 failure, 2 bad input or usage, 3 the output directory is being
-written by another run — carried by the exceptions themselves (tasks/errors.py)."""
+written by another run — carried by the exceptions themselves (tasks/errors.py).
+
+Start-up time: building the parser imports only the command modules, which import only
+the standard library at module level (pandas, Prefect, pydantic are imported inside the
+command that needs them), so `ragspan --help` and `--version` answer in ~0.1 s."""
 
 from __future__ import annotations
 
@@ -11,9 +15,6 @@ import importlib
 import logging
 import sys
 from pathlib import Path
-
-from ragspan.flows.runtime import configure_prefect
-from ragspan.tasks.errors import RagspanError
 
 DEFAULT_PARAMS = Path("params.yaml")
 # Further subcommands, each module exposing `register(subparsers)` that adds its parsers
@@ -26,6 +27,7 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "ragspan.flows.cli.serve",
     "ragspan.flows.cli.aggregate",
     "ragspan.flows.cli.judge",
+    "ragspan.flows.cli.explain",
 )
 
 
@@ -36,19 +38,52 @@ def params_path(given: str | None) -> str | None:
     return str(DEFAULT_PARAMS) if DEFAULT_PARAMS.exists() else None
 
 
+VERBOSE_HELP = ("show step timings, cache decisions (answer store, step cache, inputs cache, "
+                "search index, Prefect server) and Prefect's logs and tracebacks")
+
+
+def version() -> str:
+    from importlib import metadata
+
+    return metadata.version("ragspan")
+
+
+def add_verbose(p: argparse.ArgumentParser) -> None:
+    """--verbose on a subcommand too (`ragspan evaluate --verbose`); SUPPRESS keeps the
+    subparser from resetting a `ragspan --verbose evaluate` given before the command."""
+    p.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=VERBOSE_HELP)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ragspan", description="Character-level diagnosis of RAG answers.")
-    p.add_argument("--verbose", action="store_true", help="show Prefect logs and tracebacks")
-    sub = p.add_subparsers(dest="command", required=True)
+    p.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
+    p.add_argument("--version", action="version", version=f"ragspan {version()}",
+                   help="print ragspan's version and exit")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     for module in _COMMAND_MODULES:
         importlib.import_module(module).register(sub)
+    for parser in _all_subparsers(p):
+        if not any("--verbose" in a.option_strings for a in parser._actions):
+            add_verbose(parser)
     return p
 
 
+def _all_subparsers(p: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    found = []
+    for action in p._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                found += [child, *_all_subparsers(child)]
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
-    configure_prefect()
     args = build_parser().parse_args(argv)
+    from ragspan.flows.runtime import configure_prefect
+    from ragspan.tasks.errors import RagspanError
+
+    configure_prefect()
     if not args.verbose:
         # A bad input or judge failure is reported once, below, not as a Prefect traceback.
         for name in ("prefect.flow_runs", "prefect.task_runs", "prefect.engine"):

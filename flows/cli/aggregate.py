@@ -6,10 +6,10 @@ import argparse
 from pathlib import Path
 
 from ragspan.flows.cli import params_path
-from ragspan.tasks.config import load_settings
 
 
 def cmd_aggregate(args: argparse.Namespace) -> int:
+    from ragspan.tasks.config import load_settings
     from ragspan.tasks.reporting.aggregate import aggregate_markdown, write_aggregate
 
     runs = args.runs or load_settings(params_path(args.params)).data.runs
@@ -25,5 +25,5 @@ def register(subparsers) -> None:
     p.add_argument("--results", default="results", help="where results/<run>/ live (default: results)")
     p.add_argument("--out", default="reports", help="output directory (default: reports)")
     p.add_argument("--params", help="parameters file (default: ./params.yaml if present)")
-    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--quiet", action="store_true", help="print nothing on success")
     p.set_defaults(func=cmd_aggregate)

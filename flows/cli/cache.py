@@ -15,7 +15,7 @@ import argparse
 import json
 from datetime import UTC, datetime
 
-from ragspan.tasks.config import state_dir
+from ragspan.tasks.state import state_dir
 
 
 def _cache(args: argparse.Namespace):
@@ -123,7 +123,7 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("cache", help="inspect, clear or prune the caches under the state dir")
     sub = p.add_subparsers(dest="cache_command", required=True)
     st = sub.add_parser("stats", help="every store with its size; judge-cache entries per model and prompt version")
-    st.add_argument("--json", action="store_true")
+    st.add_argument("--json", action="store_true", help="print the statistics as JSON")
     st.set_defaults(func=cmd_stats)
     cl = sub.add_parser("clear", help="delete entries (all, or of one model / prompt version)")
     cl.add_argument("--model", help="only this judge model")

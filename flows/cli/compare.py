@@ -19,26 +19,14 @@ import json
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
-import yaml
 from ragspan.tasks.errors import SideError
 from ragspan.tasks.io.git import experiment_commits, git
-from ragspan.tasks.reporting.compare import (
-    Side,
-    as_markdown,
-    as_text,
-    claim_groups,
-    compare_runs,
-)
-from ragspan.tasks.reporting.gate import (
-    gate_failures,
-    gate_markdown,
-    gate_summary,
-    gate_text,
-    parse_rules,
-)
-from ragspan.tasks.reporting.results_files import merge_results, read_results
+
+if TYPE_CHECKING:  # pandas and the comparison are imported by the command, not the parser
+    import pandas as pd
+    from ragspan.tasks.reporting.compare import Side
 
 
 def resolve_rev(repo: Path, name: str) -> tuple[str, str] | None:
@@ -56,6 +44,7 @@ def _load_groups(data_dir: Path, run: str, diagnoses: pd.DataFrame, manifest: di
     """Per-claim metadata groups from the data the run was evaluated on; (None, why) if
     that data is not available unchanged."""
     from ragspan.tasks.io.load import load_workspace
+    from ragspan.tasks.reporting.compare import claim_groups
 
     params = manifest.get("params") or {}
     chunking, pipeline = params.get("chunking") or {}, params.get("pipeline") or {}
@@ -73,6 +62,10 @@ def _load_groups(data_dir: Path, run: str, diagnoses: pd.DataFrame, manifest: di
 
 
 def side_from_dir(path: Path, label: str | None = None) -> Side:
+    import pandas as pd
+    from ragspan.tasks.reporting.compare import Side
+    from ragspan.tasks.reporting.results_files import read_results
+
     diag_path = path / "diagnoses.parquet"
     if not diag_path.is_file():
         raise SideError(f"{path}: no diagnoses.parquet (is this a ragspan results directory? "
@@ -81,12 +74,33 @@ def side_from_dir(path: Path, label: str | None = None) -> Side:
     diagnoses = pd.read_parquet(diag_path)
     manifest = metrics.get("manifest") or {}
     run = metrics.get("run") or path.name
-    data_dir = _data_dir_for(manifest)
+    data_dir = data_dir_of_results(path, manifest)
     groups, note = (None, "per-metadata deltas skipped: the manifest names no data directory")
     if data_dir is not None:
-        groups, note = _load_groups(Path(data_dir), run, diagnoses, manifest)
+        groups, note = _load_groups(data_dir, run, diagnoses, manifest)
     return Side(label or str(path), diagnoses, metrics, groups, source="results directory",
                 notes=(note,) if note else ())
+
+
+def data_dir_of_results(results: Path, manifest: dict) -> Path | None:
+    """Where the data a results directory was evaluated on is now, found from the manifest
+    alone (so `compare` works from any current directory): the path recorded relative to
+    the results directory, then the DVC-repository-relative path against the repository
+    holding the results, then the params' data.dir against that repository. The first
+    that exists; else the first candidate (its load error is the note shown)."""
+    results = Path(results).resolve()
+    data = manifest.get("data") or {}
+    candidates: list[Path] = []
+    if data.get("from_results"):
+        candidates.append(results / data["from_results"])
+    root = git(results, "rev-parse", "--show-toplevel")
+    for rel in (data.get("dir"), _data_dir_for(manifest)):
+        if rel:
+            candidates.append(Path(root) / rel if root and not Path(rel).is_absolute() else Path(rel))
+    for candidate in candidates:
+        if candidate.is_dir():
+            return candidate.resolve()
+    return candidates[0] if candidates else None
 
 
 def _data_dir_for(manifest: dict) -> str | None:
@@ -94,8 +108,18 @@ def _data_dir_for(manifest: dict) -> str | None:
     return ((manifest.get("params") or {}).get("data") or {}).get("dir")
 
 
+def _data_dir_in_repo(manifest: dict) -> str | None:
+    """The data directory relative to the repository root: the manifest's DVC-relative
+    path, else the params' data.dir (as the DVC stage passes it)."""
+    return (manifest.get("data") or {}).get("dir") or _data_dir_for(manifest)
+
+
 def side_from_rev(repo: Path, name: str, sha: str, kind: str, run: str | None) -> Side:
+    import pandas as pd
+    import yaml
     from dvc.api import DVCFileSystem
+    from ragspan.tasks.reporting.compare import Side
+    from ragspan.tasks.reporting.results_files import merge_results
 
     try:
         fs = DVCFileSystem(str(repo), rev=sha)
@@ -128,8 +152,8 @@ def side_from_rev(repo: Path, name: str, sha: str, kind: str, run: str | None) -
                         "first") from None
     manifest = metrics.get("manifest") or {}
     groups, note = None, "per-metadata deltas skipped: the manifest names no data directory"
-    data_dir = _data_dir_for(manifest)
-    if data_dir is not None:
+    data_dir = _data_dir_in_repo(manifest)
+    if data_dir is not None and not Path(data_dir).is_absolute():
         with tempfile.TemporaryDirectory(prefix="ragspan-compare-") as tmp:
             local = Path(tmp) / "data"
             try:
@@ -156,6 +180,15 @@ def load_side(spec: str, run: str | None, repo: Path) -> Side:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    from ragspan.tasks.reporting.compare import as_markdown, as_text, compare_runs
+    from ragspan.tasks.reporting.gate import (
+        gate_failures,
+        gate_markdown,
+        gate_summary,
+        gate_text,
+        parse_rules,
+    )
+
     rules = parse_rules(args.fail_on or [])  # a bad rule stops here, before anything is read
     repo = Path(args.repo or ".")
     a, b = load_side(args.a, args.run, repo), load_side(args.b, args.run, repo)
@@ -181,7 +214,9 @@ def register(subparsers) -> None:
     p.add_argument("a", metavar="A", help="baseline: results dir, git revision or DVC experiment")
     p.add_argument("b", metavar="B", help="candidate: results dir, git revision or DVC experiment")
     p.add_argument("--run", help="run name for revisions/experiments (default: first of params data.runs)")
-    p.add_argument("--format", choices=["table", "markdown", "json"], default="table")
+    p.add_argument("--format", choices=["table", "markdown", "json"], default="table",
+                   help="output: a terminal table (default), Markdown (a PR comment) or JSON "
+                        "(`ragspan evaluate --compare-to` reads it)")
     p.add_argument("--force", action="store_true", help="compare even if the question sets differ")
     p.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (default 2000)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")

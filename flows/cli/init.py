@@ -28,11 +28,9 @@ import sys
 from importlib import resources
 from pathlib import Path
 
-import yaml
-from ragspan.tasks.config import Settings
-from ragspan.tasks.core.schemas import LABELS
+from ragspan.tasks.core.taxonomy import COLORS as LABEL_COLORS
+from ragspan.tasks.core.taxonomy import LABELS
 from ragspan.tasks.errors import InitError
-from ragspan.tasks.reporting.charts import LABEL_COLORS
 from ragspan.tasks.reporting.results_files import BY_METADATA_FILE, MANIFEST_FILE, RUN_FILE
 
 # What both bar-chart templates share (a DVC plot template is a Vega-Lite spec).
@@ -218,6 +216,7 @@ def _place_data(root: Path, given: str | None) -> Path:
 
 def _check_data(data: Path, runs: list[str]) -> None:
     """Fail early, with the loader's message (file, row, field), on unusable data."""
+    from ragspan.tasks.config import Settings
     from ragspan.tasks.io.load import load_workspace
 
     defaults = Settings()
@@ -276,6 +275,9 @@ def init_workspace(root: Path, data_arg: str | None = None, remote: str | None =
 
     params = root / "params.yaml"
     if not params.exists():
+        import yaml
+        from ragspan.tasks.config import Settings
+
         settings = Settings.model_validate({"data": {"dir": rel_data, "runs": runs}})
         header = ("# ragspan parameters (written by `ragspan init`). Every key is validated by\n"
                   "# ragspan; dvc.yaml lists the sections each stage reads, so\n"

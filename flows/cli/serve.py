@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from ragspan.flows.serve import (
@@ -50,17 +51,29 @@ def cmd_serve(args: argparse.Namespace) -> int:
           flush=True)
     # The runner handles SIGTERM: it stops polling and cancels in-flight runs (their outputs
     # are atomic: the previous results stay). query_seconds bounds event → run start.
-    serve(dep, print_starting_message=False, query_seconds=args.poll)
+    from ragspan.flows import local_server
+
+    with local_server.in_use():  # a recorded local server never idles out under a serving runner
+        serve(dep, print_starting_message=False, query_seconds=args.poll)
     return 0
 
 
-# ----- ragspan server start ----------------------------------------------------------------
+# ----- ragspan server start | status | stop --------------------------------------------------
 
 
 def cmd_server_start(args: argparse.Namespace) -> int:
-    """`prefect server start` with PREFECT_HOME under the state dir (SQLite there).
-    SIGTERM/SIGINT are passed on; the exit code is the server's."""
+    """`prefect server start` with PREFECT_HOME under the state dir (SQLite there), recorded
+    in `<state>/server/server.json` so later commands use it (flows/local_server.py).
+    SIGTERM/SIGINT are passed on; with --idle-stop it also stops once idle. The exit code
+    is the server's."""
+    from ragspan.flows import local_server
+
     home = os.environ["PREFECT_HOME"]
+    running = local_server.read_record()
+    if running and local_server.healthy(running["url"]):
+        print(f"ragspan server: already running at {running['url']} (pid {running['pid']}); "
+              "`ragspan server stop` stops it", file=sys.stderr)
+        return 1
     prefect_bin = shutil.which("prefect", path=str(Path(sys.executable).parent)) or "prefect"
     cmd = [prefect_bin, "server", "start", "--host", args.host, "--port", str(args.port)]
     print(f"ragspan server: {' '.join(cmd)} (PREFECT_HOME={home}); "
@@ -68,7 +81,8 @@ def cmd_server_start(args: argparse.Namespace) -> int:
     env = os.environ.copy()
     # A run queued behind the deployment's concurrency limit retries after this (Prefect: 30 s).
     env.setdefault("PREFECT_SERVER_DEPLOYMENTS_CONCURRENCY_SLOT_WAIT_SECONDS", "5")
-    proc = subprocess.Popen(cmd, env=env)
+    proc = subprocess.Popen(cmd, env=env, preexec_fn=_die_with_parent)  # noqa: PLW1509 - Linux prctl only
+    started = local_server.write_record(os.getpid(), args.port, args.host, args.idle_stop)["started"]
     asked: list[int] = []
 
     def forward(signum, _frame):
@@ -78,9 +92,63 @@ def cmd_server_start(args: argparse.Namespace) -> int:
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, forward)
-    code = proc.wait()
+    try:
+        while True:
+            try:
+                code = proc.wait(timeout=5)
+                break
+            except subprocess.TimeoutExpired:
+                if args.idle_stop and not asked and local_server.is_idle(args.idle_stop, started):
+                    print(f"ragspan server: idle for {args.idle_stop:.0f} s, stopping", flush=True)
+                    forward(signal.SIGTERM, None)
+    finally:
+        local_server.clear_record(os.getpid())
     # Prefect exits with a non-zero code even when it shut down cleanly on our signal.
     return 0 if asked else code
+
+
+def _die_with_parent() -> None:
+    """In the Prefect server's process: get SIGTERM when `ragspan server start` dies, so a
+    killed supervisor never leaves an orphaned server behind (Linux; elsewhere a no-op)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def cmd_server_status(args: argparse.Namespace) -> int:
+    from ragspan.flows import local_server
+
+    rec = local_server.read_record()
+    if rec is None:
+        print(f"no ragspan server running for {local_server.server_dir().parent} "
+              "(the next `ragspan evaluate` starts one)")
+        return 1
+    up = local_server.healthy(rec["url"])
+    try:
+        idle = time.time() - max(rec["started"], local_server.in_use_path().stat().st_mtime)
+    except OSError:
+        idle = time.time() - rec["started"]
+    stop_after = f"stops after {rec['idle_stop_s']:.0f} s idle" if rec.get("idle_stop_s") else "runs until stopped"
+    info = {**rec, "healthy": up, "uptime_s": round(time.time() - rec["started"], 1), "idle_s": round(idle, 1)}
+    if args.json:
+        print(json.dumps(info, indent=2))
+    else:
+        print(f"ragspan server {'running' if up else 'not answering'} at {rec['url']} (pid {rec['pid']}); "
+              f"up {info['uptime_s']:.0f} s, idle {info['idle_s']:.0f} s, {stop_after}\n"
+              f"PREFECT_HOME={rec.get('prefect_home')}")
+    return 0 if up else 1
+
+
+def cmd_server_stop(args: argparse.Namespace) -> int:
+    from ragspan.flows import local_server
+
+    rec = local_server.stop()
+    print(f"stopped the ragspan server at {rec['url']} (pid {rec['pid']})" if rec else
+          "no ragspan server running")
+    return 0
 
 
 # ----- ragspan notify index-rebuilt ------------------------------------------------------
@@ -140,18 +208,29 @@ def register(subparsers) -> None:
     sv.add_argument("--name", default=DEPLOYMENT, help=f"deployment name (default: {DEPLOYMENT})")
     sv.add_argument("--workspace", help="the ragspan workspace (default: current directory)")
     sv.add_argument("--params", help="parameters file, relative to the workspace (default: params.yaml)")
-    sv.add_argument("--api-url", help="Prefect API (default: PREFECT_API_URL, else 127.0.0.1:--port)")
+    sv.add_argument("--api-url", help="Prefect API (default: PREFECT_API_URL, else the recorded local server, "
+                                      "else 127.0.0.1:--port)")
     sv.add_argument("--port", type=int, default=4200, help="local server port when no URL is set")
     sv.add_argument("--poll", type=float, default=2.0,
                     help="seconds between the runner's checks for due runs (default 2; Prefect's is 10)")
     sv.set_defaults(func=cmd_serve)
 
-    server = subparsers.add_parser("server", help="a local Prefect server (SQLite, state dir)")
+    server = subparsers.add_parser(
+        "server", help="the local Prefect server: start, status, stop",
+        description="ragspan evaluate starts a local Prefect server on first use and reuses it "
+                    "(docs/operations.md); these commands show, start and stop it.")
     ssub = server.add_subparsers(dest="server_command", required=True)
-    st = ssub.add_parser("start", help="run `prefect server start` on 127.0.0.1")
-    st.add_argument("--host", default="127.0.0.1")
-    st.add_argument("--port", type=int, default=4200)
+    st = ssub.add_parser("start", help="run `prefect server start` in the foreground, recorded for later commands")
+    st.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    st.add_argument("--port", type=int, default=4200, help="port (default: 4200)")
+    st.add_argument("--idle-stop", type=float, default=0, metavar="SECONDS",
+                    help="stop once no command has used the server for this long (default: 0, never)")
     st.set_defaults(func=cmd_server_start)
+    ss = ssub.add_parser("status", help="is a server running for this state dir: URL, pid, uptime, idle time")
+    ss.add_argument("--json", action="store_true", help="print the status as JSON")
+    ss.set_defaults(func=cmd_server_status)
+    so = ssub.add_parser("stop", help="stop the server recorded for this state dir")
+    so.set_defaults(func=cmd_server_stop)
 
     no = subparsers.add_parser("notify", help="emit an event for ragspan serve")
     nsub = no.add_subparsers(dest="notify_command", required=True)
@@ -160,18 +239,19 @@ def register(subparsers) -> None:
     ir.add_argument("--version", help="the index version")
     ir.add_argument("--run", help="a run file the pipeline produced (relative to the served workspace)")
     ir.add_argument("--revision", help="git/DVC revision of the index build")
-    ir.add_argument("--api-url")
-    ir.add_argument("--port", type=int, default=4200)
+    ir.add_argument("--api-url", help="Prefect API (default: PREFECT_API_URL, else the recorded local server, "
+                                      "else 127.0.0.1:--port)")
+    ir.add_argument("--port", type=int, default=4200, help="local server port when no URL is set (default: 4200)")
     ir.set_defaults(func=cmd_notify)
 
     hi = subparsers.add_parser("history", help="past scheduled/triggered runs with their taxonomy rates")
-    hi.add_argument("--workspace")
+    hi.add_argument("--workspace", help="the ragspan workspace whose history to show (default: current directory)")
     hi.add_argument("--index", help="only runs of this index")
     hi.add_argument("--limit", type=int, default=0, help="only the last N")
-    hi.add_argument("--json", action="store_true")
+    hi.add_argument("--json", action="store_true", help="print the records as JSON")
     hi.set_defaults(func=cmd_history)
 
-    from ragspan.tasks.tools.demo_rag import add_arguments
+    from ragspan.tasks.tools.demo_rag_args import add_arguments
 
     dr = subparsers.add_parser("demo-rag", help="the demo RAG for the sample: build its index, answer")
     add_arguments(dr)

@@ -5,11 +5,16 @@ deterministic; an LLM judge is made so by its content-hash cache).
 
     manifest
     ├── run, params, params_hash, judge (model, prompt_version, …)
+    │                              params are those the run used: after CLI overrides, with
+    │                              data.dir / data.runs the data directory and run evaluated
     ├── ragspan_version, code_version, output_schema
     ├── git_rev, git_dirty         the repository holding the data (None outside git)
     ├── inputs_md5                 {path relative to the data dir: md5} of every input read
     ├── data                       the data snapshot, hashed the way DVC hashes it
-    │   ├── dir, dvc_md5           "<md5>.dir" of the whole data directory
+    │   ├── dir, dvc_md5           "<md5>.dir" of the whole data directory (dir: relative
+    │   │                          to the DVC repository when there is one)
+    │   ├── from_results           the data directory relative to the results directory,
+    │   │                          so `ragspan compare` finds it from any current directory
     │   └── recorded               where DVC recorded it (`<dir>.dvc`, `dvc.lock`), and
     │                              whether the workspace still matches that record
     └── questions                  file, md5, count and ids_md5 (what `ragspan compare`
@@ -31,7 +36,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import yaml
-from ragspan.tasks.config import OUTPUT_SCHEMA_VERSION, RAGSPAN_VERSION, Settings, code_version
+from ragspan.tasks.config import (
+    OUTPUT_SCHEMA_VERSION,
+    RAGSPAN_VERSION,
+    DataParams,
+    Settings,
+    code_version,
+)
 from ragspan.tasks.io.git import git_state
 from ragspan.tasks.judges.base import JudgeSpec
 
@@ -162,20 +173,33 @@ def questions_fingerprint(input_files: dict[str, str], question_ids: Sequence[st
     }
 
 
+def settings_as_run(settings: Settings, data_dir: str | Path, run: str) -> Settings:
+    """The settings a run actually used: params.yaml (or the defaults) after CLI overrides,
+    with `data` naming the data directory and run evaluated rather than the file's (or the
+    bundled sample's) defaults."""
+    return settings.model_copy(update={"data": DataParams(dir=Path(data_dir).as_posix(), runs=[run])})
+
+
 def manifest_for(run: str, data_dir: Path, input_files: dict[str, str], settings: Settings,
-                 spec: JudgeSpec, question_ids: Sequence[str] | None = None) -> dict:
-    """The manifest of one run. `question_ids` defaults to re-reading the questions file."""
+                 spec: JudgeSpec, question_ids: Sequence[str] | None = None,
+                 out_dir: Path | None = None) -> dict:
+    """The manifest of one run. `question_ids` defaults to re-reading the questions file;
+    `out_dir` (the results directory) adds `data.from_results`."""
     if question_ids is None:
         from ragspan.tasks.io.load import load_questions
 
         question_ids = load_questions(Path(data_dir))["question_id"].tolist()
+    used = settings_as_run(settings, data_dir, run)
+    data = data_snapshot(Path(data_dir))
+    if out_dir is not None:
+        data["from_results"] = Path(os.path.relpath(Path(data_dir).resolve(), Path(out_dir).resolve())).as_posix()
     return {
         "run": run,
         "inputs_md5": dict(sorted(input_files.items())),
-        "data": data_snapshot(Path(data_dir)),
+        "data": data,
         "questions": questions_fingerprint(input_files, question_ids),
-        "params": settings.model_dump(mode="json"),
-        "params_hash": settings.fingerprint(),
+        "params": used.model_dump(mode="json"),
+        "params_hash": used.fingerprint(),
         "judge": spec.as_dict(),
         "ragspan_version": RAGSPAN_VERSION,
         "code_version": code_version(),

@@ -27,6 +27,9 @@ def write_atomic_dir(out_dir: Path, writers: dict[str, Callable[[Path], None]]) 
     for stale in out_dir.parent.glob(f".{out_dir.name}.tmp-*"):
         shutil.rmtree(stale, ignore_errors=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
+    # mkdtemp makes the directory 0700; the results are for a team (or a web server) to
+    # read, so they get the mode any new directory would get under the process's umask.
+    os.chmod(tmp, 0o777 & ~_umask())
     try:
         for name, write in writers.items():
             write(tmp / name)
@@ -47,6 +50,13 @@ def write_atomic_dir(out_dir: Path, writers: dict[str, Callable[[Path], None]]) 
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return out_dir
+
+
+def _umask() -> int:
+    """The process's umask (reading it means setting it; it is put straight back)."""
+    current = os.umask(0o022)
+    os.umask(current)
+    return current
 
 
 @contextmanager

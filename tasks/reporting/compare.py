@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 from ragspan.tasks.core.taxonomy import JUDGED_LABELS, LABELS, rank_of
 from ragspan.tasks.errors import QuestionsDiffer
+from ragspan.tasks.reporting.change_kind import HEADLINES, change_kind, worse_title
 from ragspan.tasks.reporting.formatting import pct as _pct
 from ragspan.tasks.reporting.formatting import pp as _pp
 from ragspan.tasks.reporting.groups import claim_groups  # noqa: F401  (re-exported for flows/cli/compare.py)
@@ -264,6 +265,9 @@ def compare_runs(a: Side, b: Side, force: bool = False, resamples: int = 2000, s
     matched, only_a, only_b = matched_claims(a.diagnoses, b.diagnoses)
     matrix = transition_matrix(matched)
     params_changed = _params_changed((a.manifest.get("params") or {}), (b.manifest.get("params") or {}))
+    # Where the data sat and which run name it had are not parameters of the result: what
+    # the data and run were is compared by md5 (change_kind's "system" list).
+    params_changed = {k: v for k, v in params_changed.items() if not k.startswith("data.")}
     by_meta = {}
     if a.groups is not None and b.groups is not None:
         by_meta = metadata_deltas(a.diagnoses, b.diagnoses, a.groups, b.groups, questions,
@@ -273,6 +277,7 @@ def compare_runs(a: Side, b: Side, force: bool = False, resamples: int = 2000, s
         "a": _summary(a), "b": _summary(b),
         "questions": {"count": len(questions), "same": mismatch is None, "mismatch": mismatch},
         "params_changed": params_changed,
+        "change": change_kind(a.manifest, b.manifest),
         "bootstrap": {"unit": "question", "resamples": resamples, "seed": seed, "level": level,
                       "rates_over": "judged claims (unjudged excluded)"},
         "overall": rate_deltas(a.diagnoses, b.diagnoses, questions, resamples, seed, level),
@@ -335,9 +340,7 @@ def _render(result: dict, markdown: bool, limit: int) -> str:
     q = result["questions"]
     lines.append(f"{q['count']} questions; " + ("same question set" if q["same"]
                                                else f"DIFFERENT questions (forced): {q['mismatch']}"))
-    if result["params_changed"]:
-        lines.append("params changed: " + ", ".join(f"{k} {v[0]!r} → {v[1]!r}"
-                                                    for k, v in result["params_changed"].items()))
+    lines += _change_lines(result.get("change"), markdown)
     for note in a["notes"] + b["notes"]:
         lines.append(f"note: {note}")
     bs = result["bootstrap"]
@@ -369,7 +372,7 @@ def _render(result: dict, markdown: bool, limit: int) -> str:
     labels = t["labels"]
     rows = [[f, *(str(t["matrix"][f][to]) for to in labels)] for f in labels]
     lines += _grid(["A \\ B", *labels], rows, markdown)
-    for title, items in (("Claims that got worse", result["worse"]),
+    for title, items in ((worse_title((result.get("change") or {}).get("kind", "")), result["worse"]),
                          ("Claims that became or stopped being unjudged", result["unjudged_changes"])):
         lines += ["", h(f"{title} ({len(items)})"), ""]
         if not items:
@@ -380,6 +383,17 @@ def _render(result: dict, markdown: bool, limit: int) -> str:
         if len(items) > limit:
             lines.append(f"… and {len(items) - limit} more (--limit, or --format json for all)")
     return "\n".join(lines) + "\n"
+
+
+def _change_lines(change: dict | None, markdown: bool) -> list[str]:
+    """Which kind of comparison this is (tasks/reporting/change_kind.py) and what changed."""
+    if not change:
+        return []
+    lines = [("**" if markdown else "") + HEADLINES[change["kind"]] + ("**" if markdown else "")]
+    for side in ("evaluator", "system"):
+        if change[side]:
+            lines.append(f"{side} changed: " + "; ".join(change[side]))
+    return lines
 
 
 def _clip(text: str, n: int = 90) -> str:

@@ -39,7 +39,7 @@ from ragspan.tasks.core.schemas import records
 from ragspan.tasks.core.taxonomy import COLORS as LABEL_COLORS
 from ragspan.tasks.core.taxonomy import FIX_FOR, LABELS, STAGES
 from ragspan.tasks.reporting import charts, stats
-from ragspan.tasks.reporting.findings import concentration, fix_order
+from ragspan.tasks.reporting.findings import concentration, concentration_text, fix_order
 from ragspan.tasks.reporting.formatting import cascade_note
 from ragspan.tasks.reporting.formatting import int_or_none as _int
 from ragspan.tasks.reporting.formatting import is_missing as _missing
@@ -189,9 +189,7 @@ def _fixes(metrics: dict) -> str:
              "<th>concentrated in</th><th>what it means</th></tr>")]
     for i, label in enumerate(fix_order(metrics), 1):
         c = concentration(metrics, label)
-        where = "spread across groups" if c is None else (
-            f'<b>{_e(c["key"])} = {_e(c["value"])}</b>: {c["count"]} of {c["of"]} ({c["share"]:.0%}) '
-            f'vs {c["base"]:.0%} of all claims')
+        where = "no group stands out beyond noise" if c is None else _e(concentration_text(c))
         rows.append(f'<tr><td class="n">{i}</td><td>{_e(STAGES[label])}</td><td><span class="lab lab-{label}">'
                     f'{label}</span></td><td class="n">{metrics["labels"][label]["count"]}</td>'
                     f'<td class="n">{_pct(share.get(label))}</td><td>{where}</td><td>{_e(FIX_FOR[label])}</td></tr>')

@@ -22,7 +22,7 @@ from ragspan.tasks.io.manifest import manifest_for
 from ragspan.tasks.io.outputs import write_atomic_dir
 from ragspan.tasks.judges.openai_judge import estimated_cost
 from ragspan.tasks.reporting import charts
-from ragspan.tasks.reporting.findings import concentration, fix_order
+from ragspan.tasks.reporting.findings import concentration, concentration_text, fix_order
 from ragspan.tasks.reporting.formatting import cascade_note
 from ragspan.tasks.reporting.groups import claim_groups, group_order
 from ragspan.tasks.reporting.html import render_report
@@ -162,9 +162,7 @@ def summary_markdown(metrics: dict, comparison: dict | None = None, images: tupl
     for i, label in enumerate(fix_order(metrics), 1):
         s = share.get(label)
         where = concentration(metrics, label)
-        conc = "" if where is None else (
-            f"; concentrated in {_md(where['key'])} = {_md(where['value'])} ({where['count']} of {where['of']}, "
-            f"{where['share']:.0%} vs {where['base']:.0%} of all claims)")
+        conc = "" if where is None else f"; concentrated in {_md(concentration_text(where))}"
         lines.append(f"{i}. **{label}** — {STAGES[label]}: {metrics['labels'][label]['count']} claims"
                      f"{'' if s is None else f', {s:.0%} of failures'}{conc}")
     if images:
@@ -232,7 +230,7 @@ def report(out_dir: Path, ws, settings, spec, run, compare_to: str | None = None
 
     claims, spans, diagnoses, judge_stats, states = run.claims, run.spans, run.diagnoses, run.stats, run.states
     manifest = manifest_for(ws.run, ws.data_dir, ws.input_files, settings, spec,
-                            question_ids=ws.questions["question_id"].tolist())
+                            question_ids=ws.questions["question_id"].tolist(), out_dir=Path(out_dir))
     stats = {**judge_stats.model_dump(), "estimated_cost": estimated_cost(judge_stats, settings.judge),
              "judge": spec.kind, "model": spec.model, "prompt_version": spec.prompt_version,
              "task_states": states, "answers_reused": answers_reused}

@@ -59,7 +59,8 @@ def diagnosis_for_claim(claim: dict, judged: list[dict], support_threshold: floa
         tier = [j for j in evidence if in_tier(j)]
         support = [j for j in tier if _supports(j, support_threshold)]
         if support:
-            return {**base, **_evidence(_best(support)), "label": label, "reason": _reason(label, _best(support))}
+            return {**base, **_evidence(_best(support)), "label": label,
+                    "reason": _reason(label, _best(support), support_threshold)}
         failed = [j for j in tier if j["error"] is not None]
         if failed:
             kinds = ", ".join(sorted({j["error"] for j in failed}))
@@ -69,9 +70,9 @@ def diagnosis_for_claim(claim: dict, judged: list[dict], support_threshold: floa
              and j["verdict"] in ("partial", "supported")]
     if about:
         return {**base, **_evidence(_best(about)), "label": "synthesis_error",
-                "reason": _reason("synthesis_error", _best(about))}
+                "reason": _reason("synthesis_error", _best(about), support_threshold)}
     return {**base, **_NO_EVIDENCE, "label": "hallucination",
-            "reason": "no passage in context, retrieved or corpus-wide supports or is about the claim"}
+            "reason": _hallucination_reason(evidence, support_threshold)}
 
 
 def _evidence(row: dict) -> dict:
@@ -84,14 +85,38 @@ def _evidence(row: dict) -> dict:
     }
 
 
-def _reason(label: str, top: dict) -> str:
+def _reason(label: str, top: dict, threshold: float) -> str:
     where = {
         "correct": f"supported by in-context chunk at rank {top['rank']}",
         "rank_failure": f"supported by chunk retrieved at rank {top['rank']}, below the context cutoff",
         "retrieval_miss": "supported by a chunk the retriever never returned (found by corpus-wide search)",
-        "synthesis_error": f"in-context chunk at rank {top['rank']} is about the claim but does not support it",
+        "synthesis_error": f"in-context chunk at rank {top['rank']} is about the claim but does not support it"
+                           + _below(top, threshold),
     }[label]
     return f"{where}; judge: {top['reason']}" if top["reason"] else where
+
+
+def _below(j: dict, threshold: float) -> str:
+    """Why a passage judged `supported` still does not count: its probability is under
+    the threshold (said with both numbers, so the reason agrees with the score shown)."""
+    if j["verdict"] == "supported":
+        return f" (judged supported with probability {j['confidence']:.2f}, below support_threshold {threshold:.2f})"
+    return f" (judged partial, confidence {j['confidence']:.2f})"
+
+
+def _hallucination_reason(evidence: list[dict], threshold: float) -> str:
+    """No support anywhere and nothing in context about the claim. Passages that are about
+    it elsewhere (below the cutoff, corpus-wide) or supported below the threshold are named,
+    so the reason agrees with the evidence listed beside it."""
+    related = [j for j in evidence if j["match"] is not None and j["verdict"] in ("partial", "supported")]
+    if not related:
+        return "no passage in context, retrieved or corpus-wide supports or is about the claim"
+    top = _best(related)
+    where = ("a passage found by corpus-wide search (never retrieved)" if top["source"] == "corpus" else
+             f"the in-context chunk at rank {top['rank']}" if top["in_context"] else
+             f"the chunk retrieved at rank {top['rank']}, below the context cutoff")
+    return (f"no passage supports the claim at support_threshold {threshold:.2f}, and none in context is "
+            f"about it; the closest is {where}{_below(top, threshold)}")
 
 
 def _records(table: pd.DataFrame) -> list[dict]:

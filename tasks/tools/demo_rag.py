@@ -42,6 +42,7 @@ from ragspan.tasks.core.text import sentence_spans
 from ragspan.tasks.io.load import load_workspace
 from ragspan.tasks.io.outputs import write_atomic_dir
 from ragspan.tasks.steps.corpus_search import index_terms
+from ragspan.tasks.tools.demo_rag_args import PRESETS, add_arguments
 
 DEMO_INDEX_FORMAT = "demo-bm25-1"
 RERANK_POOL = 12  # BM25 candidates the reranker reorders
@@ -68,12 +69,8 @@ class IndexSpec:
     context_k: int = 2        # of those, how many go into the context window
 
 
-# Named versions: `ragspan demo-rag index --version v2` builds the better index. Explicit
-# options override a preset; an unknown version name starts from IndexSpec's defaults.
-PRESETS: dict[str, dict] = {
-    "v1": {"chunks_per_doc": 2, "rerank": False},
-    "v2": {"chunks_per_doc": 0, "rerank": True},
-}
+# Named versions (PRESETS) and the command's arguments live in demo_rag_args.py, which
+# imports nothing heavy, so `ragspan --help` does not load BM25 or pandas.
 
 
 def spec_for(version: str, **overrides) -> IndexSpec:
@@ -249,26 +246,6 @@ def default_index_dir(name: str) -> Path:
 
 
 # ----- command line: `ragspan demo-rag …` and `python -m ragspan.tasks.tools.demo_rag …` -----
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    sub = p.add_subparsers(dest="demo_command", required=True)
-    ix = sub.add_parser("index", help="(re)build the demo BM25 index for a version")
-    ix.add_argument("--data", default="data/sample", help="data directory (default: data/sample)")
-    ix.add_argument("--index", default="demo", help="index name (default: demo)")
-    ix.add_argument("--version", default="v1", help=f"version; presets: {', '.join(PRESETS)}")
-    ix.add_argument("--chunks-per-doc", type=int, help="index the first N chunks per document (0 = all)")
-    ix.add_argument("--rerank", action=argparse.BooleanOptionalAction, default=None)
-    ix.add_argument("--top-k", type=int)
-    ix.add_argument("--context-k", type=int)
-    ix.add_argument("--index-dir", help="where the index lives (default: STATE/demo-index/NAME)")
-    an = sub.add_parser("answer", help="answer the questions with the current index: a run file")
-    an.add_argument("--data", default="data/sample")
-    an.add_argument("--index", default="demo")
-    an.add_argument("--index-dir")
-    an.add_argument("--version", default="", help="when the index does not exist yet, build it first as this "
-                                                  "version (default v1); an existing index is used as it is")
-    an.add_argument("--out", required=True, help="run file to write (JSONL)")
-
 
 def run_command(args: argparse.Namespace) -> int:
     where = Path(args.index_dir) if args.index_dir else default_index_dir(args.index)

@@ -35,6 +35,7 @@ from ragspan.tasks.io.load.files import (
     read_table,
 )
 from ragspan.tasks.io.load.questions import load_questions
+from ragspan.tasks.io.load.runs import run_names
 from ragspan.tasks.io.load.workspace import (
     Workspace,
     checked_workspace,
@@ -43,4 +44,4 @@ from ragspan.tasks.io.load.workspace import (
     load_workspace,
 )
 
-__all__ = ["CORPUS_FILE_SUFFIXES", "RUN_KEYS", "TABLE_SUFFIXES", "InputError", "Workspace", "checked_workspace", "chunk_corpus", "find_table", "hand_over", "load_chunks", "load_corpus", "load_inputs", "load_questions", "load_workspace", "locate_text", "read_table"]
+__all__ = ["CORPUS_FILE_SUFFIXES", "RUN_KEYS", "TABLE_SUFFIXES", "InputError", "Workspace", "checked_workspace", "chunk_corpus", "find_table", "hand_over", "load_chunks", "load_corpus", "load_inputs", "load_questions", "load_workspace", "locate_text", "read_table", "run_names"]

@@ -90,7 +90,7 @@ def _load_chunks(
     lenient = path.suffix.lower() == ".csv"
     doc_text = dict(zip(corpus["doc_id"].tolist(), corpus["text"].tolist()))
 
-    probs = _Problems(path, rows)
+    probs = _Problems(path, rows, ("chunk_id", df["chunk_id"].tolist()))
     cids = _strings(df["chunk_id"].tolist(), "chunk_id", probs)
     dids = _strings(df["doc_id"].tolist(), "doc_id", probs)
     starts = _ints(df["char_start"].tolist(), "char_start", probs, lenient)

@@ -86,7 +86,7 @@ def load_corpus(data_dir: Path) -> tuple[pd.DataFrame, dict[str, str]]:
     if not len(df):
         raise InputError(path, None, None, "no documents")
     df, rows = _strip_index(df)
-    probs = _Problems(path, rows)
+    probs = _Problems(path, rows, ("doc_id", df["doc_id"].tolist()))
     ids = _strings(df["doc_id"].tolist(), "doc_id", probs)
     texts = _strings(df["text"].tolist(), "text", probs)
     _unique(ids, "doc_id", probs, rows)

@@ -39,9 +39,10 @@ class _Problems:
     minimum (row position, check order) wins.
     """
 
-    def __init__(self, file: Path, rows: list[int]):
+    def __init__(self, file: Path, rows: list[int], key: tuple[str, list] | None = None):
         self.file = file
         self.rows = rows
+        self.key = key  # (id column, its raw values): a problem in another field names the record's id
         self.found: list[tuple[int, int, str | None, str]] = []
 
     def add(self, pos: int, field: str | None, message: str) -> None:
@@ -50,16 +51,24 @@ class _Problems:
     def raise_first(self) -> None:
         if self.found:
             pos, _, field, message = min(self.found)
+            if self.key is not None and field != self.key[0]:
+                name, values = self.key
+                value = values[pos] if pos < len(values) else None
+                if isinstance(value, str) and value.strip():
+                    message += f" ({name} {value!r})"
             raise InputError(self.file, self.rows[pos], field, message)
 
 
 def _require_columns(path: Path, df: pd.DataFrame, columns: tuple[str, ...]) -> None:
     missing = [c for c in columns if c not in df.columns]
     if missing:
-        # No row lacks it more than another; name the first record as where it is missing.
-        row = int(df.index[0]) if len(df) else None
         have = ", ".join(map(str, df.columns)) or "none"
-        raise InputError(path, row, missing[0], f"missing required column (columns found: {have})")
+        if Path(path).suffix.lower() == ".jsonl":
+            # Records carry their own keys: the first record is where the key is missing.
+            row = int(df.index[0]) if len(df) else None
+            raise InputError(path, row, missing[0], f"missing required column (columns found: {have})")
+        # CSV and Parquet name their columns once, in the header/schema: no data row is at fault.
+        raise InputError(path, None, missing[0], f"missing required column in the header (columns found: {have})")
 
 
 def _strings(

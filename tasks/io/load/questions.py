@@ -34,7 +34,7 @@ def _load_questions(data_dir: Path) -> tuple[pd.DataFrame, dict[str, str]]:
     if not len(df):
         raise InputError(path, None, None, "no questions")
     df, rows = _strip_index(df)
-    probs = _Problems(path, rows)
+    probs = _Problems(path, rows, ("question_id", df["question_id"].tolist()))
     qids = _strings(df["question_id"].tolist(), "question_id", probs)
     # An empty question is allowed: answers that answer no question (summaries, reports)
     # are judged on the claim alone. A missing value (null) is still an error.

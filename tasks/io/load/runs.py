@@ -66,6 +66,12 @@ _RETRIEVED_COLS = (
 )
 
 
+def run_names(data_dir: str | Path) -> list[str]:
+    """The runs a data directory holds: the names of its `runs/<name>.jsonl` files, sorted."""
+    folder = Path(data_dir) / "runs"
+    return sorted(p.name[: -len(".jsonl")] for p in folder.glob("*.jsonl") if p.is_file()) if folder.is_dir() else []
+
+
 def _run_path(data_dir: Path, run: str) -> Path:
     if not run or "/" in run or "\\" in run or run.startswith("."):
         raise InputError(data_dir / "runs", None, None, f"invalid run name {run!r}")
@@ -76,7 +82,9 @@ def _run_path(data_dir: Path, run: str) -> Path:
             if (data_dir / "runs").is_dir()
             else []
         )
-        hint = f" (found {', '.join(others)}: runs must be JSONL)" if others else ""
+        there = run_names(data_dir)
+        hint = (f" (found {', '.join(others)}: runs must be JSONL)" if others else
+                f" (runs here: {', '.join(there)})" if there else "")
         raise InputError(
             path,
             None,

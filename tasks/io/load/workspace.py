@@ -97,6 +97,10 @@ def _keep(path: Path, value: Any) -> None:
         pass
 
 
+# How the last load_workspace of this process got its inputs (`ragspan evaluate --verbose`).
+LAST_LOAD: dict[str, str] = {}
+
+
 def load_workspace(
     data_dir: str | Path,
     run: str | None,
@@ -114,9 +118,12 @@ def load_workspace(
     base_key, ws_key = _input_keys(data_dir, run, (chunk_size, chunk_overlap), (default_context_k,))
     ws = _cached(root / f"ws-{ws_key}.pickle")
     if isinstance(ws, Workspace):
+        LAST_LOAD["source"] = "validated-inputs cache: hit"
         return dataclasses.replace(ws, data_dir=data_dir)
     base = _cached(root / f"base-{base_key}.pickle")
+    LAST_LOAD["source"] = "validated-inputs cache: corpus/chunks/questions hit, run file read"
     if not (isinstance(base, tuple) and len(base) == 4):
+        LAST_LOAD["source"] = "validated-inputs cache: miss, every file read and validated"
         base = _read_base(data_dir, chunk_size, chunk_overlap)
         _keep(root / f"base-{base_key}.pickle", base)
     ws = _read_workspace(data_dir, run, default_context_k, *base)

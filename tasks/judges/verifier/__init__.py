@@ -25,8 +25,10 @@ from pathlib import Path
 import numpy as np
 from ragspan.tasks.judges.verifier.features import (
     FEATURES,
+    Claim,
     claim_profile,
     pair_features,
+    passage_norms,
     unsupported_bound,
 )
 from ragspan.tasks.judges.verifier.model import Model
@@ -94,14 +96,15 @@ class Verifier:
                     mine.append(self._short_row())
                     continue
                 r = pair_features(profile, passage)
-                pending.append((len(out), len(mine), r.features, r.quote_start, r.quote_end, passage, restates))
+                pending.append((len(out), len(mine), r.features, r.quote_start, r.quote_end, passage, restates,
+                                profile))
                 mine.append(None)
             out.append(mine)
         if pending:
             X = np.asarray([[feats[c] for c in self._columns] for _i, _j, feats, *_ in pending], dtype=np.float64)
             P = self.model.matrix(X)
-            for (i, j, feats, qs, qe, passage, restates), (ps, pp, pu) in zip(pending, P.tolist(), strict=True):
-                out[i][j] = self._row(ps, pp, pu, feats, qs, qe, passage, restates)
+            for (i, j, feats, qs, qe, passage, restates, prof), (ps, pp, pu) in zip(pending, P.tolist(), strict=True):
+                out[i][j] = self._row(ps, pp, pu, feats, qs, qe, passage, restates, prof)
         return out  # type: ignore[return-value]
 
     @lru_cache(maxsize=1)  # noqa: B019 — one verifier per model file lives for the process
@@ -111,8 +114,8 @@ class Verifier:
                 f"P(supported) {ps:.2f}: the passage holds less than {self.model.bound:.0%} of the claim's words")
 
     def _row(self, ps: float, pp: float, pu: float, f: list[float], qs: int | None, qe: int | None,
-             passage: str, restates: bool = False) -> Row:
-        reason = _reason(ps, f)
+             passage: str, restates: bool = False, profile: Claim | None = None) -> Row:
+        reason = _reason(ps, f, _missing_words(profile, passage, qs, qe))
         if restates and f[_AT["new_wcov_u3"]] < NEW_WORDS_MIN:
             # What the passage shares with the claim is its question: no evidence for the
             # answer. P(supported) is capped where the model's own short-circuit puts it.
@@ -142,17 +145,43 @@ class Verifier:
                 and (f[_AT["num_conflict"]] > 0 or f[_AT["neg_mismatch"]] > 0))
 
 
-def _reason(ps: float, f: list[float]) -> str:
-    """What the probability rests on, in words (no stems, no feature names)."""
+def _missing_words(profile: Claim | None, passage: str, qs: int | None, qe: int | None
+                   ) -> tuple[list[str], list[str]]:
+    """(the claim's names absent from the passage, its numbers absent from the quoted
+    sentences), each as written in the claim — what a reason quotes instead of stems."""
+    if profile is None:
+        return [], []
+    names = [profile.surface.get(e, e) for e in sorted(profile.entities - passage_norms(passage))]
+    window = passage_norms(passage[qs:qe]) if qs is not None and qe is not None else frozenset()
+    numbers = [profile.surface.get(n, n) for n in sorted(profile.numbers - window)] if window else []
+    return names, numbers
+
+
+def _plural(noun: str, words: list[str]) -> str:
+    return noun + ("s" if len(words) > 1 else "")
+
+
+def _quoted(words: list[str], limit: int = 3) -> str:
+    shown = ", ".join(f"'{w}'" for w in words[:limit])
+    return shown + (f" (+{len(words) - limit} more)" if len(words) > limit else "")
+
+
+def _reason(ps: float, f: list[float], missing: tuple[list[str], list[str]] = ([], [])) -> str:
+    """What the probability rests on, in words: the claim's own words when one is missing
+    (never stems, never feature names)."""
+    names, numbers = missing
     parts = [f"P(supported) {ps:.2f}", f"{f[_AT['cov_w']]:.0%} of the claim's words in the quoted sentences"]
     if f[_AT["wcov_u3"]] > f[_AT["wcov_w"]] + 0.05:
         parts.append(f"{f[_AT['cov_all']]:.0%} in the whole passage")
     if f[_AT["num_conflict"]]:
         parts.append("the quoted sentences give another number")
     elif f[_AT["num_found_w"]] < 1:
-        parts.append("a number of the claim is not in the quoted sentences")
+        parts.append(f"{_plural('number', numbers)} of the claim not in the quoted sentences: {_quoted(numbers)}"
+                     if numbers else
+                     "a number of the claim is not in the quoted sentences")
     if f[_AT["ent_found_all"]] < 1:
-        parts.append("a name of the claim is not in the passage")
+        parts.append(f"{_plural('name', names)} of the claim not in the passage: {_quoted(names)}" if names else
+                     "a name of the claim is not in the passage")
     if f[_AT["neg_mismatch"]]:
         parts.append("negation differs")
     return "; ".join(parts)

@@ -88,6 +88,7 @@ class Claim:
     negated: bool
     trigrams: frozenset[str]
     top3: tuple[str, ...]  # the 3 most informative content norms
+    surface: dict[str, str]  # content norm -> the claim's own word (first occurrence): reasons quote it
 
 
 def _trigrams(norms: list[str] | tuple[str, ...]) -> frozenset[str]:
@@ -150,7 +151,16 @@ def claim_profile(claim: str, question: str = "", whole_answer: bool = False) ->
         negated=any(word_info(r)[3] for _, _, r in _words(own)),
         trigrams=_trigrams(seq),
         top3=tuple(sorted(cset, key=lambda w: (-weight(w), w))[:3]),
+        surface=_surface(content),
     )
+
+
+def _surface(content: list) -> dict[str, str]:
+    """Norm -> the word as written in the claim, trimmed of edge punctuation."""
+    out: dict[str, str] = {}
+    for _, raw, f in content:
+        out.setdefault(f[0], raw.strip(".,;:!?()[]{}\"'«»“”‘’"))
+    return out
 
 
 @dataclass(frozen=True, slots=True)
