@@ -86,7 +86,7 @@ def hostile_inputs() -> dict:
                "doc_id": None, "chunk_id": None, "char_start": None, "char_end": None, "span_text": None,
                "rank": None, "in_context": None, "score": None, "reason": "because <script>alert(9)</script>",
                "source_conflict": False, "evidence_source": None, "match": None, "confidence": None,
-               "support_probability": None, "uncertain": False}
+               "support_probability": None, "uncertain": False, "decided_by": "local"}
         if span is not None:
             sp = spans.iloc[span]
             row.update({"doc_id": sp["doc_id"], "chunk_id": sp["chunk_id"], "char_start": sp["char_start"],

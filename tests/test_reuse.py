@@ -55,7 +55,7 @@ def _result(question_ids: list[str], retry: frozenset[str] = frozenset()) -> Sha
                                 "chunk_id": f"c-{q}", "char_start": 0, "char_end": 4, "span_text": "text", "rank": 1,
                                 "in_context": True, "score": 0.5, "reason": "because", "source_conflict": False,
                                 "evidence_source": "retrieved", "match": "exact", "confidence": 0.9,
-                                "support_probability": 0.9, "uncertain": False}
+                                "support_probability": 0.9, "uncertain": False, "decided_by": "local"}
                         for q in question_ids], schemas.Diagnoses)
     return ShardResult(claims, spans, diagnoses, JudgeStats(calls=len(question_ids)), {}, retry)
 
