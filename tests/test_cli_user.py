@@ -19,6 +19,7 @@ import pandas as pd
 import pytest
 from conftest import SAMPLE
 from ragspan.flows.cli import build_parser, main
+from ragspan.tasks.reporting.results_files import read_results
 
 RAGSPAN = str(Path(sys.executable).with_name("ragspan"))
 
@@ -45,7 +46,7 @@ def test_manifest_records_what_was_used_and_compare_works_from_anywhere(user_ws,
     finally:
         os.umask(old)
     out = user_ws / "results" / "injected"  # the only run file was chosen
-    metrics = json.loads((out / "metrics.json").read_text())
+    metrics = read_results(out)
     manifest = metrics["manifest"]
     assert manifest["params"]["data"] == {"dir": "mydata", "runs": ["injected"]}
     assert manifest["data"]["from_results"] == "../../mydata"
@@ -226,7 +227,7 @@ def test_reasons_agree_with_the_evidence_shown(user_ws, tmp_path):
         assert reason == "no passage in context, retrieved or corpus-wide supports or is about the claim"
     below = d[d["reason"].str.contains("judged supported with probability", regex=False)]
     assert len(below) and all("below support_threshold 0.97" in r for r in below["reason"])
-    assert json.loads((out / "metrics.json").read_text())["manifest"]["params"]["judge"]["support_threshold"] == 0.97
+    assert read_results(out)["manifest"]["params"]["judge"]["support_threshold"] == 0.97
     # words a reason quotes are the claim's own words, never stems
     lists = [(c, m) for c, r in zip(d["claim"], d["reason"])
              for m in re.findall(r"not in the (?:passage|quoted sentences): ((?:'[^']+'(?:, )?)+)", r)]
@@ -268,7 +269,7 @@ def test_a_field_every_document_shares_is_not_a_finding(user_ws):
     corpus.write_text("".join(json.dumps({**r, "doc_type": "paper"}) + "\n" for r in rows), encoding="utf-8")
     assert main(["evaluate", "--data", "mydata", "--progress", "none", "--quiet"]) == 0
     out = user_ws / "results" / "injected"
-    assert "paper" in json.loads((out / "metrics.json").read_text())["by_metadata"]["doc.doc_type"]
+    assert "paper" in read_results(out)["by_metadata"]["doc.doc_type"]
     summary = (out / "summary.md").read_text(encoding="utf-8")
     assert "What to fix first" in summary and "doc.doc\\_type = paper" not in summary
     assert "doc_type = paper" not in (out / "report.html").read_text(encoding="utf-8")

@@ -169,10 +169,11 @@ def test_unchanged_forced_repro_changes_no_metric_and_no_tracked_result(workspac
         (ws / "results" / "baseline" / "manifest.json").read_text(encoding="utf-8"))
 
 
-def _flat(d: dict, prefix: str = "") -> set[str]:
+def _flat(d: dict, prefix: str = "", keep_null: bool = False) -> set[str]:
     out: set[str] = set()
-    for k, v in d.items():  # a null leaf is a column too (DVC shows one for judge.cascade.band)
-        out |= _flat(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}"}
+    for k, v in d.items():
+        if v is not None or keep_null:  # a null metric gets no column; a null param does
+            out |= _flat(v, f"{prefix}{k}.", keep_null) if isinstance(v, dict) else {f"{prefix}{k}"}
     return out
 
 
@@ -182,7 +183,7 @@ def test_exp_show_has_results_only_and_the_documented_view_fits_a_terminal(works
     'Experiment|labels\..*\.rate'`) shows every column at 160 characters, nothing elided."""
     ws = workspace["ws"]
     header = run([DVC, "exp", "show", "--csv"], ws, env).stdout.splitlines()[0].split(",")
-    params = _flat(yaml.safe_load((ws / "params.yaml").read_text()))
+    params = _flat(yaml.safe_load((ws / "params.yaml").read_text()), keep_null=True)
     metrics_cols = [c for c in header if c not in params and c not in {
         "Experiment", "rev", "typ", "Created", "parent", "State", "Executor", "data", "results"}]
     on_disk = json.loads((ws / "results" / "baseline" / "metrics.json").read_text(encoding="utf-8"))

@@ -142,9 +142,10 @@ def _plain(d: dict) -> dict:
 def _document_texts(results: Path, doc_ids: set) -> dict[str, str] | None:
     from ragspan.flows.cli.compare import data_dir_of_results
     from ragspan.tasks.io.load import load_corpus
+    from ragspan.tasks.reporting.results_files import read_results
 
     try:
-        metrics = json.loads((results / "metrics.json").read_text(encoding="utf-8"))
+        metrics = read_results(results)
         data_dir = data_dir_of_results(results, metrics.get("manifest") or {})
         if data_dir is None:
             return None

@@ -22,7 +22,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from ragspan.tasks.judges.base import JudgeFailure, JudgeSpec
+from ragspan.tasks.judges.base import JudgeFailure, JudgeSpec, Verdict
 from ragspan.tasks.judges.output_modes import MODES
 
 EXAMPLE_QUESTION = "How long are backups kept?"
@@ -132,15 +132,19 @@ def check_endpoint(spec: JudgeSpec, timeout: float = 60.0) -> CheckReport:
                                                                     EXAMPLE_QUESTION))
             finally:
                 judge.close()
-            failed = [v for v in out if isinstance(v, JudgeFailure)]
+            # A wrong quote is the model's mistake, not the mode's: the server took the mode and
+            # answered in the schema (small models do this; ragspan drops such verdicts).
+            failed = [v for v in out if isinstance(v, JudgeFailure) and v.kind != "invalid_quote"]
+            wrong = [v for v in out if isinstance(v, JudgeFailure) and v.kind == "invalid_quote"]
             if failed:
                 # the hint after " — " is about forcing a mode, which is what this probe does
                 probe = replace(probe, ok=False,
                                 detail=f"{failed[0].kind}: {failed[0].detail.split(' — ')[0]}"[:200])
             else:
-                got = tuple(v.verdict for v in out)
+                got = tuple(v.verdict if isinstance(v, Verdict) else "invalid quote" for v in out)
                 probe = replace(probe, detail="verdicts " + ", ".join(got)
-                                + ("" if got == EXAMPLE_EXPECTED else f" (expected {', '.join(EXAMPLE_EXPECTED)})"))
+                                + ("" if got == EXAMPLE_EXPECTED else f" (expected {', '.join(EXAMPLE_EXPECTED)})")
+                                + (f"; {len(wrong)} quote(s) not in the passage even after a re-ask" if wrong else ""))
             report.modes[mode] = probe
             if probe.ok:
                 report.best_mode = mode

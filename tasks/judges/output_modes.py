@@ -116,13 +116,22 @@ def grammar_schema(schema: dict, *, passage_quotes: list[list[str]] | None = Non
     if verdict is not None and passage_quotes is not None:
         items = []
         for n, quotes in enumerate(passage_quotes, 1):
-            one = json.loads(json.dumps(verdict))
-            props = one["properties"]
-            props["passage"] = {"type": "integer", "enum": [n]}
-            props["quote"] = {"type": "string", "enum": ["", *dict.fromkeys(q for q in quotes if q)]}
-            props["confidence"] = {"type": "number", "enum": _CONFIDENCES}
-            props["reason"] = {"type": "string", "maxLength": _MAX_REASON_CHARS}
-            items.append(one)
+            # unsupported ⇔ an empty quote; supported/partial ⇔ one of the passage's sentences
+            variants = []
+            for verdicts, quote in ((["unsupported"], {"type": "string", "enum": [""]}),
+                                    (["supported", "partial"],
+                                     {"type": "string", "enum": list(dict.fromkeys(q for q in quotes if q))})):
+                if not quote["enum"]:
+                    continue
+                one = json.loads(json.dumps(verdict))
+                props = one["properties"]
+                props["passage"] = {"type": "integer", "enum": [n]}
+                props["verdict"] = {"type": "string", "enum": verdicts}
+                props["quote"] = quote
+                props["confidence"] = {"type": "number", "enum": _CONFIDENCES}
+                props["reason"] = {"type": "string", "maxLength": _MAX_REASON_CHARS}
+                variants.append(one)
+            items.append({"anyOf": variants} if len(variants) > 1 else variants[0])
         out["properties"]["verdicts"] = {"type": "array", "prefixItems": items, "items": False,
                                          "minItems": len(items), "maxItems": len(items)}
     claim = defs.get("DecomposedClaim", {}).get("properties")
