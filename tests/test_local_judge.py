@@ -124,7 +124,9 @@ def test_a_judge_worker_that_dies_falls_back_to_judging_in_process():
     try:
         local.set_processes(2)
         pool = local._pool_for(local.MIN_POOLED_PAIRS)
-        pool.submit(os.getpid).result()  # workers are up
+        import time
+
+        list(pool.map(time.sleep, [0.3, 0.3]))  # both workers are up (one is started per idle-less submit)
         for pid in list(pool._processes):  # kill them: the pool is broken
             os.kill(pid, signal.SIGKILL)
         verdicts = judge.judge_many(items)

@@ -16,6 +16,7 @@ repeats from its question are not what must be supported.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import multiprocessing
 import threading
 from collections.abc import Sequence
@@ -100,6 +101,7 @@ class LocalJudge:
         try:
             parts = list(pool.map(_judge_rows, [self._model] * len(batches), batches))
         except (BrokenProcessPool, OSError):  # workers cannot start or died: judge here instead
+            _kill_workers(pool)
             set_processes(1)
             return [[_from_row(r) for r in rows] for rows in _judge_rows(self._model, items)]
         return [[_from_row(r) for r in rows] for part in parts for rows in part]
@@ -126,6 +128,16 @@ def set_processes(n: int) -> None:
             _pool.shutdown(wait=False, cancel_futures=True)
             _pool = None
         _processes = max(1, n)
+
+
+def _kill_workers(pool: ProcessPoolExecutor) -> None:
+    """End the workers of a broken pool. A worker killed while it held the pool's queue lock
+    leaves the others blocked on that lock for ever, and the interpreter joins them at exit
+    (measured: a test run that never ended). Judging is pure: nothing is lost."""
+    for proc in list((getattr(pool, "_processes", None) or {}).values()):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            if proc.is_alive():
+                proc.kill()
 
 
 def _pool_for(pairs: int) -> ProcessPoolExecutor | None:
