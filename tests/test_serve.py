@@ -21,11 +21,9 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,6 +35,9 @@ from ragspan.flows import serve as serve_mod
 from ragspan.flows import watch as watch_mod
 from ragspan.tasks.reporting.results_files import read_results
 from ragspan.tasks.tools import demo_rag
+from servers import free_port as _free_port
+from servers import healthy as _healthy
+from servers import wait_for as _wait
 
 BIN = Path(sys.executable).parent
 GIT_ID = ["-c", "user.name=ragspan-test", "-c", "user.email=ragspan-test@example.invalid"]
@@ -211,30 +212,6 @@ def test_notify_and_serve_need_a_server(monkeypatch, capsys):
 
 
 # ----- end to end ------------------------------------------------------------------------
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait(pred, timeout: float, what: str, step: float = 0.3):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = pred()
-        if got:
-            return got
-        time.sleep(step)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-
-
-def _healthy(api: str) -> bool:
-    try:
-        with urllib.request.urlopen(api + "/health", timeout=1) as r:
-            return r.status == 200
-    except OSError:
-        return False
-
 
 def _api(api: str, coro_fn):
     """Run one prefect-client call against `api` (settings are fixed at import: pass it)."""
