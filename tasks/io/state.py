@@ -31,10 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ragspan.tasks.config import state_dir
+from ragspan.tasks.judges.cache import CACHE_FILE
 
 CACHES = ("judge_cache", "answer_store", "inputs", "step_results", "indexes")
 KEPT = ("demo_indexes", "prefect_db")
-JUDGE_FILE = "judge-cache.sqlite"
+JUDGE_FILE = CACHE_FILE  # the judge cache decides its own file name
 RECENT_S = 3600.0  # what the pruning after a run spares: entries used this recently
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9,
           "t": 10**12, "tb": 10**12}
