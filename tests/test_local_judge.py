@@ -219,3 +219,77 @@ def test_another_model_file_is_another_judge_version(tmp_path, monkeypatch):
     assert local_judge_version() != packaged and local_judge_version().startswith(spec["version"] + "+")
     (v,) = LocalJudge(JudgeSpec()).judge("Customers can get a full refund within 30 days of purchase.", [PASSAGE])
     assert v.verdict != "supported"  # the stricter threshold of the other file is in force
+
+
+# ---------------------------------------------------------------- local-5 invariants
+LONG = (
+    "The Halden mill opened in 1887 on the river Tista. Its first owner, Ole Brekke, sold it in 1902 "
+    "to the Saugbrugs company, which still runs it. The mill produces 240,000 tonnes of paper a year "
+    "and employs 430 people. Visitors are admitted at no cost on Sundays. The mill was not damaged "
+    "during the war, unlike the town's bridge. In 1995 a museum opened in the old boiler house."
+)
+STATED = [
+    "The Halden mill opened in 1887 on the river Tista.",
+    "Ole Brekke sold the mill in 1902 to the Saugbrugs company.",
+    "The mill produces 240,000 tonnes of paper a year.",
+    "Visitors are admitted at no cost on Sundays.",
+    "The mill was not damaged during the war.",
+]
+CHANGED = [  # each one thing changed: name, date, number, unit, negation (both ways)
+    ("The Halden mill opened in 1887 on the river Glomma.", "name"),
+    ("Ole Brekke sold the mill in 1903 to the Saugbrugs company.", "number"),
+    ("The mill produces 420,000 tonnes of paper a year.", "number"),
+    ("The mill produces 240,000 kg of paper a year.", "unit"),
+    ("The mill was damaged during the war.", "negation"),
+    ("Visitors are not admitted on Sundays.", "negation"),
+]
+
+
+@pytest.mark.parametrize("claim", STATED)
+def test_a_stated_claim_is_supported_and_its_reason_names_no_problem(judge, claim):
+    v = verdict(judge, claim, LONG)
+    assert v.verdict == "supported", v.reason
+    for problem in ("not in the passage", "another", "negation differs", "below the support threshold"):
+        assert problem not in v.reason  # the reason never contradicts the label
+
+
+@pytest.mark.parametrize("claim, problem", CHANGED)
+def test_one_changed_name_number_unit_or_negation_is_not_supported(judge, claim, problem):
+    v = verdict(judge, claim, LONG)
+    assert v.verdict != "supported" and v.support < local_support_threshold()
+    assert problem in v.reason
+
+
+def test_not_supported_verdicts_say_why_and_report_a_probability_below_the_threshold(judge):
+    for claim in ["The mill was founded by Karen Holm.", "Tickets cost 15 euros.", *[c for c, _ in CHANGED]]:
+        (v,) = judge.judge(claim, [LONG])
+        assert isinstance(v, Verdict) and v.verdict != "supported"
+        assert v.support < local_support_threshold()
+        assert v.reason.count(";") >= 1  # the probability and at least one fact behind it
+
+
+@pytest.mark.parametrize(
+    "question, answer, expected",
+    [
+        ("Did the Halden mill open in 1887?", "Yes.", "supported"),
+        ("Did the Halden mill open in 1887?", "No.", "partial"),
+        ("Was the mill damaged during the war?", "No.", "supported"),
+        ("Was the mill damaged during the war?", "Yes.", "partial"),
+    ],
+)
+def test_yes_and_no_are_judged_as_the_statement_question_and_answer_make(judge, question, answer, expected):
+    (v,) = judge.judge(answer, [LONG], question, True)
+    assert isinstance(v, Verdict) and v.verdict == expected, v.reason
+
+
+def test_a_one_word_answer_is_judged_with_its_question_and_question_names_are_never_missing(judge):
+    (v,) = judge.judge("Saugbrugs.", [LONG], "To which company did Ole Brekke sell the Halden mill?", True)
+    assert isinstance(v, Verdict) and v.verdict == "supported", v.reason
+    (w,) = judge.judge("Norske Skog.", [LONG], "To which company did Ole Brekke sell the Halden mill?", True)
+    assert isinstance(w, Verdict) and w.verdict != "supported"
+    assert "Brekke" not in w.reason and "Halden" not in w.reason  # the question's names are not the answer's
+
+
+def test_a_claim_with_words_but_nothing_to_check_gets_a_verdict_not_a_failure(judge):
+    (v,) = judge.judge("Thanks, that is all!", [LONG])
+    assert isinstance(v, Verdict) and v.verdict == "unsupported"

@@ -62,7 +62,7 @@ from threadpoolctl import threadpool_limits
 from benchmarks.judge_model.data import SETS, load_all
 
 REPO = _HERE.parent.parent
-INSTALLED = REPO / "tasks" / "judges" / "verifier" / "local-4.json"
+INSTALLED = REPO / "benchmarks" / "lodo" / "local-4.json"  # superseded by local-5: benchmarks/lodo/
 RESULTS = REPO / "benchmarks" / "results" / "judge-model-cv.json"
 
 VERSION = "local-4.0"

@@ -4,10 +4,12 @@ Decomposition: each sentence of the answer (line breaks, then sentencex) is a cl
 split further at semicolons.
 
 Judging: the learned verifier (tasks/judges/verifier/) gives, per (question, claim,
-passage), calibrated probabilities of supported / partial / unsupported. The verdict is
-`supported` when P(supported) reaches the model's fitted threshold, else `partial` when
-the passage is more likely about the claim than not, else `unsupported`; its confidence
-is the probability of that verdict and `support` is P(supported) in every case. The quote
+passage), a calibrated P(supported). The verdict is `supported` when it reaches the
+threshold (0.5), the quoted sentences hold enough of the claim and nothing in them
+conflicts with it (a changed name, number, unit or negation); else `partial` when the
+window is about the claim, else `unsupported`; its confidence is the probability of that
+verdict and `support` is P(supported) in every case. "Yes"/"No" and one-word answers are
+judged as the statement the question and the answer make together. The quote
 is the minimal passage substring, from the first to the last claim word, of the 1–2
 sentence window the features single out. The question matters: words a claim only
 repeats from its question are not what must be supported.
@@ -40,7 +42,7 @@ from ragspan.tasks.judges.base import (
 from ragspan.tasks.judges.verifier import Row, model_path, verifier
 
 # The local judge's model name in manifests; its version is the verifier's
-# (`local-4.0+<model hash>`), so a new fitted model is a new judge in every cache key.
+# (`local-5.0+<model hash>`), so a new fitted model is a new judge in every cache key.
 LOCAL_JUDGE_MODEL = "ragspan-verifier"
 
 

@@ -1,17 +1,20 @@
 """The learned verifier behind the local judge: features of (question, claim, passage)
-→ a small fitted model → calibrated probabilities of supported / partial / unsupported.
+→ a small fitted model → a calibrated P(supported) → a verdict by fixed rules.
 
-- features.py: lexical and question-aware coverage (weighted by word rarity), the best
-  1–2 sentence window (what is quoted), support spread over several sentences, numbers,
-  names and negation as features (not vetoes), claim and passage shape.
-- model.py: the fitted trees and calibration maps, evaluated with NumPy.
-- local-4.json: the packaged model (numbers only); word_zipf.json: word rarity.
+- features.py: question-aware coverage (weighted by word rarity), the best 1–2 sentence
+  window (what is quoted), support assembled over several sentences, and conflicts: the
+  window states the claim with a name, number, unit or negation changed.
+- model.py: the fitted model (local-5: a logistic regression over 7 coverage features,
+  chosen leave-one-dataset-out; benchmarks/lodo/) and its calibration, run with NumPy.
+- `decide`: the verdict from the probability and the features — one pure function, so
+  the label, the probability reported and the reason cannot disagree.
+- local-5.json: the packaged model (numbers only); word_zipf.json: word rarity.
 
 A pair whose passage holds less than the model's bound of the claim's content words
-is not segmented at all: it gets the model's fixed short-circuit probabilities (most
+is not segmented at all: it gets the model's fixed short-circuit probability (most
 retrieved chunks at scale). `RAGSPAN_LOCAL_JUDGE_MODEL` points the judge at another
-fitted model file (the cross-validated benchmarks use it); the model's content hash is
-part of the judge's version, hence of every cache key.
+fitted model file (the leave-one-dataset-out benchmark uses it); the model's content hash
+is part of the judge's version, hence of every cache key.
 """
 
 from __future__ import annotations
@@ -19,10 +22,12 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
+from ragspan.tasks.core.text import WORD_PATTERN
 from ragspan.tasks.judges.verifier.features import (
     FEATURES,
     Claim,
@@ -34,16 +39,70 @@ from ragspan.tasks.judges.verifier.features import (
 from ragspan.tasks.judges.verifier.model import Model
 
 MODEL_ENV = "RAGSPAN_LOCAL_JUDGE_MODEL"
-PACKAGED_MODEL = Path(__file__).with_name("local-4.json")
+PACKAGED_MODEL = Path(__file__).with_name("local-5.json")
 
 # (verdict, confidence, support, quote, quote_start, reason); verdict "!no_content" marks
-# a claim without words to check. Plain tuples: cheap to send back from worker processes.
+# a claim without a single word (nothing at all to check). Plain tuples: cheap to send
+# back from worker processes.
 Row = tuple[str, float | None, float | None, str | None, int | None, str]
 
 _AT = {name: i for i, name in enumerate(FEATURES)}
-# A claim that restates its question is supported only if the passage holds at least this
-# (rarity-weighted) share of the words it adds to the question.
-NEW_WORDS_MIN = 0.5
+# Each conflict, in the words a reason uses: the window is about the claim and states it
+# with this one thing changed.
+CONFLICTS = {
+    "num_new_conflict": "the quoted sentences give another number",
+    "unit_conflict": "the quoted sentences give the number with another unit",
+    "ent_conflict": "the quoted sentences name someone or something else",
+    "neg_conflict": "negation differs",
+}
+
+
+@dataclass(frozen=True)
+class Rules:
+    """What `supported` needs besides P(supported) ≥ threshold, and what a conflict does.
+    Fixed before any benchmark (halves and the calibrated 0.5), not fitted."""
+
+    threshold: float = 0.5
+    # The claim's words (rarity-weighted) in the quoted window, or over as many sentences
+    # as it has clauses: a probability from words scattered over a page is no quote.
+    min_coverage: float = 0.5
+    # Of the words a claim adds to its question, at least this share must be there.
+    min_new: float = 0.5
+    # A window this much about the claim makes a non-supported verdict `partial`.
+    about: float = 0.5
+    # P(supported) of a conflicting window is at most this (fitted: how often such pairs
+    # were supported in training).
+    conflict_support: float = 0.1
+
+
+@dataclass(frozen=True)
+class Decision:
+    verdict: str  # supported | partial | unsupported
+    support: float  # P(supported) after the rules
+    conflicts: tuple[str, ...]  # CONFLICTS keys that fired
+    shortfalls: tuple[str, ...]  # why not supported, besides conflicts
+
+
+def decide(ps: float, f: Sequence[float], rules: Rules) -> Decision:
+    """The verdict from the model's probability and the pair's features. Pure: the
+    verdict, the probability it reports and the reason's facts come from here alone, so
+    they cannot disagree."""
+    conflicts = tuple(k for k in CONFLICTS if f[_AT[k]] > 0)
+    about = f[_AT["wcov_w"]] >= rules.about
+    if conflicts:
+        return Decision("partial", min(ps, rules.conflict_support), conflicts, ())
+    shortfalls = []
+    if ps < rules.threshold:
+        shortfalls.append("probability")
+    if max(f[_AT["wcov_w"]], f[_AT["cov_fit"]]) < rules.min_coverage:
+        shortfalls.append("coverage")
+    if f[_AT["from_question"]] > 0 and f[_AT["new_wcov_u3"]] < rules.min_new:
+        shortfalls.append("new_words")
+    if not shortfalls:
+        return Decision("supported", ps, (), ())
+    # Not supported: the probability reported agrees with the label.
+    capped = min(ps, np.nextafter(rules.threshold, 0.0))
+    return Decision("partial" if about else "unsupported", float(capped), (), tuple(shortfalls))
 
 
 def model_path() -> Path:
@@ -61,99 +120,70 @@ class Verifier:
         self.threshold = self.model.threshold
         self._columns = [_AT[name] for name in self.model.features]
         self._short = tuple(float(p) for p in self.model.spec["short_circuit"]["probabilities"])
-        guard = self.model.spec.get("contradiction_guard") or {}
-        self._guard_coverage = float(guard.get("min_window_coverage", 2.0))  # > 1: never
-        self._guard_support = float(guard.get("support", 0.0))
-        # `supported` also needs this much of the claim in the quoted sentences: a high
-        # probability from words scattered over a passage is not a quotable support.
-        self._min_cov = float(self.model.spec.get("min_support_window_coverage", 0.0))
-        # A window that states nearly all of the claim, every number and name included and
-        # the same negation, supports it even where the trees (trained mostly on whole-page
-        # claims, where long claims are rarely fully supported) doubt it.
-        self._lexical_cov = float((self.model.spec.get("lexical_support") or {}).get("min_window_coverage", 2.0))
+        given = self.model.spec.get("rules") or {}
+        self.rules = Rules(threshold=self.threshold, **{k: float(v) for k, v in given.items()})
 
     @property
     def version(self) -> str:
-        """`local-4.0+<12 hex of the model file>`: the judge's identity in cache keys."""
+        """`local-5.0+<12 hex of the model file>`: the judge's identity in cache keys."""
         return f"{self.model.version}+{self.digest[:12]}"
 
     def rows(self, items: Sequence[tuple[str, Sequence[str], str, bool]]) -> list[list[Row]]:
         """Verdict rows for many (claim, passages, question, whole_answer), the model run
         once over all."""
         out: list[list[Row | None]] = []
-        pending: list[tuple[int, int, list[float], int | None, int | None, str, bool]] = []
+        pending: list[tuple[int, int, list[float], int | None, int | None, str, Claim]] = []
         for claim, passages, question, whole_answer in items:
             profile = claim_profile(claim, question or "", whole_answer)
             if profile is None:
-                out.append([("!no_content", None, None, None, None, "the claim has no words to check")]
-                           * len(passages))
+                out.append([_empty_row(claim)] * len(passages))
                 continue
-            # The claim restates part of its question: only the words it adds are evidence.
-            restates = profile.new != profile.content
             mine: list[Row | None] = []
             for passage in passages:
                 if unsupported_bound(profile, passage) < self.model.bound:
                     mine.append(self._short_row())
                     continue
                 r = pair_features(profile, passage)
-                pending.append((len(out), len(mine), r.features, r.quote_start, r.quote_end, passage, restates,
-                                profile))
+                pending.append((len(out), len(mine), r.features, r.quote_start, r.quote_end, passage, profile))
                 mine.append(None)
             out.append(mine)
         if pending:
             X = np.asarray([[feats[c] for c in self._columns] for _i, _j, feats, *_ in pending], dtype=np.float64)
             P = self.model.matrix(X)
-            for (i, j, feats, qs, qe, passage, restates, prof), (ps, pp, pu) in zip(pending, P.tolist(), strict=True):
-                out[i][j] = self._row(ps, pp, pu, feats, qs, qe, passage, restates, prof)
+            for (i, j, feats, qs, qe, passage, prof), ps in zip(pending, P[:, 0].tolist(), strict=True):
+                out[i][j] = self._row(ps, feats, qs, qe, passage, prof)
         return out  # type: ignore[return-value]
 
     @lru_cache(maxsize=1)  # noqa: B019 — one verifier per model file lives for the process
     def _short_row(self) -> Row:
-        ps, _pp, pu = self._short
-        return ("unsupported", round(pu, 6), round(ps, 6), None, None,
+        ps = self._short[0]
+        return ("unsupported", round(1 - ps, 6), round(ps, 6), None, None,
                 f"P(supported) {ps:.2f}: the passage holds less than {self.model.bound:.0%} of the claim's words")
 
-    def _row(self, ps: float, pp: float, pu: float, f: list[float], qs: int | None, qe: int | None,
-             passage: str, restates: bool = False, profile: Claim | None = None) -> Row:
-        reason = _reason(ps, f, _missing_words(profile, passage, qs, qe))
-        if restates and f[_AT["new_wcov_u3"]] < NEW_WORDS_MIN:
-            # What the passage shares with the claim is its question: no evidence for the
-            # answer. P(supported) is capped where the model's own short-circuit puts it.
-            ps = min(ps, self._short[0])
-            reason += f"; only {f[_AT['new_wcov_u3']]:.0%} of the words the claim adds to its question are there"
-        if qs is None or qe is None:  # nothing of the claim in any sentence: nothing to quote
-            return ("unsupported", round(pu, 6), round(ps, 6), None, None, reason)
-        quote = passage[qs:qe]
-        if self._contradicts(f):
-            # The window states the claim with a number replaced or the negation flipped:
-            # about the claim and contradicting it, whatever the trees say (they saw few
-            # such pairs). Its probability is what such pairs turned out to be.
-            ps = min(ps, self._guard_support)
-            return ("partial", round(1 - ps, 6), round(ps, 6), quote, qs, reason)
-        if (f[_AT["cov_w"]] >= self._lexical_cov and f[_AT["num_found_w"]] >= 1 and f[_AT["ent_found_w"]] >= 1
-                and not f[_AT["neg_mismatch"]]):
-            ps = max(ps, self.threshold)
-        if ps >= self.threshold and f[_AT["cov_w"]] >= self._min_cov:
-            return ("supported", round(ps, 6), round(ps, 6), quote, qs, reason)
-        if pp >= pu and f[_AT["cov_w"]] >= self._min_cov:  # about it: as much of it as support needs
-            return ("partial", round(pp, 6), round(ps, 6), quote, qs, reason)
-        return ("unsupported", round(pu, 6), round(ps, 6), None, None, reason)
+    def _row(self, ps: float, f: list[float], qs: int | None, qe: int | None, passage: str, profile: Claim) -> Row:
+        d = decide(ps, f, self.rules)
+        reason = _reason(d, f, _missing_words(profile, passage, qs, qe))
+        if d.verdict == "unsupported" or qs is None or qe is None:
+            return ("unsupported", round(1 - d.support, 6), round(d.support, 6), None, None, reason)
+        confidence = d.support if d.verdict == "supported" else 1 - d.support
+        return (d.verdict, round(confidence, 6), round(d.support, 6), passage[qs:qe], qs, reason)
 
 
-    def _contradicts(self, f: list[float]) -> bool:
-        return (f[_AT["wcov_w"]] >= self._guard_coverage
-                and (f[_AT["num_conflict"]] > 0 or f[_AT["neg_mismatch"]] > 0))
+def _empty_row(claim: str) -> Row:
+    """A claim with words but none to check ("Thanks!", "I am not sure."): a valid answer
+    that no passage supports. One without any word is nothing to judge."""
+    if not WORD_PATTERN.search(claim):
+        return ("!no_content", None, None, None, None, "the claim has no words to check")
+    return ("unsupported", 1.0, 0.0, None, None, "the claim states nothing a passage could support")
 
 
-def _missing_words(profile: Claim | None, passage: str, qs: int | None, qe: int | None
-                   ) -> tuple[list[str], list[str]]:
-    """(the claim's names absent from the passage, its numbers absent from the quoted
-    sentences), each as written in the claim — what a reason quotes instead of stems."""
-    if profile is None:
-        return [], []
-    names = [profile.surface.get(e, e) for e in sorted(profile.entities - passage_norms(passage))]
+def _missing_words(profile: Claim, passage: str, qs: int | None, qe: int | None) -> tuple[list[str], list[str]]:
+    """(the names the claim adds to its question that are absent from the passage, its
+    numbers absent from the quoted sentences), each as written in the claim — what a
+    reason quotes instead of stems. Words from the question are never missing."""
+    names = [profile.surface.get(e, e) for e in sorted(profile.new_entities - passage_norms(passage))]
     window = passage_norms(passage[qs:qe]) if qs is not None and qe is not None else frozenset()
-    numbers = [profile.surface.get(n, n) for n in sorted(profile.numbers - window)] if window else []
+    numbers = [profile.surface.get(n, n) for n in sorted(profile.new_numbers - window)]
     return names, numbers
 
 
@@ -166,24 +196,27 @@ def _quoted(words: list[str], limit: int = 3) -> str:
     return shown + (f" (+{len(words) - limit} more)" if len(words) > limit else "")
 
 
-def _reason(ps: float, f: list[float], missing: tuple[list[str], list[str]] = ([], [])) -> str:
-    """What the probability rests on, in words: the claim's own words when one is missing
-    (never stems, never feature names)."""
+def _reason(d: Decision, f: list[float], missing: tuple[list[str], list[str]] = ([], [])) -> str:
+    """What the verdict rests on, in words: the claim's own words when one is missing
+    (never stems, never feature names). A supported verdict names no problem; a verdict
+    that is not supported names what is missing or different."""
+    parts = [f"P(supported) {d.support:.2f}", f"{f[_AT['cov_w']]:.0%} of the claim's words in the quoted sentences"]
+    if f[_AT["cov_fit"]] > f[_AT["wcov_w"]] + 0.05:
+        parts.append(f"{f[_AT['cov_fit']]:.0%} (weighted) over several sentences")
+    if d.verdict == "supported":
+        return "; ".join(parts)
     names, numbers = missing
-    parts = [f"P(supported) {ps:.2f}", f"{f[_AT['cov_w']]:.0%} of the claim's words in the quoted sentences"]
-    if f[_AT["wcov_u3"]] > f[_AT["wcov_w"]] + 0.05:
-        parts.append(f"{f[_AT['cov_all']]:.0%} in the whole passage")
-    if f[_AT["num_conflict"]]:
-        parts.append("the quoted sentences give another number")
-    elif f[_AT["num_found_w"]] < 1:
-        parts.append(f"{_plural('number', numbers)} of the claim not in the quoted sentences: {_quoted(numbers)}"
-                     if numbers else
-                     "a number of the claim is not in the quoted sentences")
-    if f[_AT["ent_found_all"]] < 1:
-        parts.append(f"{_plural('name', names)} of the claim not in the passage: {_quoted(names)}" if names else
-                     "a name of the claim is not in the passage")
-    if f[_AT["neg_mismatch"]]:
-        parts.append("negation differs")
+    parts += [CONFLICTS[k] for k in d.conflicts]
+    if numbers and "num_new_conflict" not in d.conflicts:
+        parts.append(f"{_plural('number', numbers)} of the claim not in the quoted sentences: {_quoted(numbers)}")
+    if names:
+        parts.append(f"{_plural('name', names)} of the claim not in the passage: {_quoted(names)}")
+    if "new_words" in d.shortfalls:
+        parts.append(f"only {f[_AT['new_wcov_u3']]:.0%} of the words the claim adds to its question are there")
+    if "coverage" in d.shortfalls:
+        parts.append("too little of the claim in any few sentences")
+    if d.shortfalls == ("probability",):
+        parts.append("below the support threshold")
     return "; ".join(parts)
 
 

@@ -22,6 +22,7 @@ import itertools
 import json
 import math
 import re
+import unicodedata
 from bisect import bisect_left
 from dataclasses import dataclass
 from functools import lru_cache
@@ -89,6 +90,17 @@ class Claim:
     trigrams: frozenset[str]
     top3: tuple[str, ...]  # the 3 most informative content norms
     surface: dict[str, str]  # content norm -> the claim's own word (first occurrence): reasons quote it
+    # What the claim adds to its question, which alone must be found: words from the
+    # question are never missing names or numbers of the answer.
+    new_entities: frozenset[str]
+    new_numbers: frozenset[str]
+    name_spellings: tuple[frozenset[str], ...]  # per new name: its norm, accent-folded, hyphen parts
+    name_letters: tuple[str, ...]  # per new name: its letters, folded, casefolded
+    neg_strict: frozenset[str]  # content words a negation of the claim applies to (the first after it)
+    neg_loose: frozenset[str]  # every content word within NEG_SCOPE tokens after a negation
+    polar: str | None  # "yes" / "no": a polar answer judged as its question's statement
+    quantities: tuple[tuple[str, str], ...]  # (number, unit) pairs: "30 days", "5 %"
+    capitalised: frozenset[str]  # every name or code (capitalised, sentence-initial included; "2004's")
 
 
 def _trigrams(norms: list[str] | tuple[str, ...]) -> frozenset[str]:
@@ -100,6 +112,24 @@ def _trigrams(norms: list[str] | tuple[str, ...]) -> frozenset[str]:
 # as what it asserts in answer to the question ("Delhi." → capital India Delhi). A short
 # piece of a longer answer (after a semicolon split) is not: it is judged on its own words.
 SHORT_ANSWER_WORDS = 4
+_POLAR = {"yes": "yes", "yeah": "yes", "yep": "yes", "correct": "yes", "true": "yes",
+          "no": "no", "nope": "no", "false": "no", "incorrect": "no"}
+# A negation applies to the content words that follow it within this many tokens; the
+# first of them is what it negates for certain ("not approved"), the rest may be
+# ("not formally approved by the board").
+NEG_SCOPE = 5
+# "not only X but Y", "whether or not": negation words that negate nothing.
+_NOT_NEGATING_NEXT = frozenset(["only", "just", "merely", "simply", "least"])
+_NOT_NEGATING_PREV = frozenset(["or", "whether"])
+UNITS = frozenset(
+    ["%", "percent", "per cent", "mm", "cm", "m", "km", "metre", "meter", "kilometre", "kilometer", "mile", "feet",
+     "foot", "inch", "yard", "mg", "g", "gram", "kg", "kilogram", "ton", "tonn", "pound", "lb", "ounc", "ml", "l",
+     "litr", "liter", "gallon", "second", "minut", "hour", "day", "week", "month", "year", "decad", "centuri",
+     "dollar", "euro", "cent", "usd", "eur", "gbp", "yen", "rupe", "thousand", "million", "billion", "trillion",
+     "mph", "kph", "kmh", "km/h", "hz", "khz", "mhz", "ghz", "kb", "mb", "gb", "tb", "w", "kw", "mw", "gw", "kwh",
+     "v", "volt", "watt", "°c", "°f", "degre", "celsius", "fahrenheit", "acr", "hectar", "sq", "squar", "time",
+     "fold", "point", "dose", "tablet", "patient", "person", "peopl", "employe", "user", "member", "student", "item",
+     "request", "core", "node", "server", "replica", "byte", "kib", "mib", "gib"])
 
 
 def _short_answer(claim: str) -> bool:
@@ -108,11 +138,75 @@ def _short_answer(claim: str) -> bool:
     return 0 < len(words) <= SHORT_ANSWER_WORDS and any(not word_info(r)[4] for _, _, r in words)
 
 
+def _polar(claim: str) -> tuple[str, str] | None:
+    """("yes" | "no", the words after it) when a short answer opens with a polar word."""
+    words = _words(claim)
+    if not words or len(words) > SHORT_ANSWER_WORDS:
+        return None
+    first = _POLAR.get(words[0][2].casefold())
+    return (first, claim[words[0][1]:]) if first else None
+
+
+def fold(text: str) -> str:
+    """Accents dropped: 'Zürich' and 'Zurich' are one name."""
+    return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+
+
+def negation_scopes(text: str) -> tuple[frozenset[str], frozenset[str], bool]:
+    """(strict, loose, negated): the content norms each negation of `text` applies to.
+
+    strict: the first content word within NEG_SCOPE tokens after a negation; loose: every
+    content word in that reach; negated: any negation that negates something. Negations
+    that negate nothing ("not only", "whether or not") are skipped."""
+    words = [raw for _, _, raw in _words(text)]
+    infos = [word_info(w) for w in words]
+    strict: set[str] = set()
+    loose: set[str] = set()
+    negated = False
+    for k, f in enumerate(infos):
+        if not f[3]:
+            continue
+        nxt = words[k + 1].casefold() if k + 1 < len(words) else ""
+        prev = words[k - 1].casefold() if k > 0 else ""
+        if nxt in _NOT_NEGATING_NEXT or prev in _NOT_NEGATING_PREV:
+            continue
+        reach = [g[0] for g in infos[k + 1:k + 1 + NEG_SCOPE] if not g[4]]
+        negated = True
+        if reach:
+            strict.add(reach[0])
+            loose.update(reach)
+    return frozenset(strict), frozenset(loose), negated
+
+
+def quantities(text: str) -> tuple[tuple[str, str], ...]:
+    """(number, unit) for every number followed by a unit word or a percent sign."""
+    out = []
+    words = _words(text)
+    for k, (_s, e, raw) in enumerate(words):
+        f = word_info(raw)
+        if not f[1]:
+            continue
+        if text[e:e + 2].lstrip().startswith("%"):
+            out.append((f[0], "%"))
+        elif k + 1 < len(words):
+            unit = word_info(words[k + 1][2])[0]
+            if unit in UNITS or words[k + 1][2].casefold() in UNITS:
+                out.append((f[0], "%" if unit in ("percent", "per cent") else unit))
+    return tuple(out)
+
+
 @lru_cache(maxsize=8192)  # a claim is judged twice (retrieved chunks, then corpus hits) within its shard
 def claim_profile(claim: str, question: str = "", whole_answer: bool = False) -> Claim | None:
-    """Profile of a claim; None when it has no content word."""
+    """Profile of a claim; None when it has no content word (and is no polar answer)."""
     own = claim
-    if question and whole_answer and _short_answer(claim):
+    polar = _polar(claim) if question and whole_answer else None
+    if polar is not None:
+        # "Yes." / "No, never." answering a question asserts the question's statement
+        # (negated for "no"): judged as that statement, with the answer's other words.
+        extra = [raw for _, _, raw in _words(question) if not word_info(raw)[4]]
+        claim = "the " + " ".join(extra) + " " + polar[1]
+        own = claim
+    elif question and whole_answer and _short_answer(claim):
         # The question's content words lead the claim (after a stopword, so the first of
         # them is not mistaken for a sentence-initial capital); the claim's own words stay
         # the ones it adds (`new`), which must be supported.
@@ -124,7 +218,9 @@ def claim_profile(claim: str, question: str = "", whole_answer: bool = False) ->
         return None
     seq = tuple(f[0] for _, _, f in content)
     cset = frozenset(seq)
-    if own is not claim:
+    if polar is not None:
+        qset = frozenset()  # every word of the statement is what the answer asserts
+    elif own is not claim:
         qset = cset - frozenset(word_info(r)[0] for _, _, r in _words(own))
     else:
         qset = frozenset(word_info(r)[0] for _, _, r in _words(question)) if question else frozenset()
@@ -139,20 +235,51 @@ def claim_profile(claim: str, question: str = "", whole_answer: bool = False) ->
             cur.add(f[0])
     if cur:
         clauses.append(frozenset(cur))
+    entities = frozenset(f[0] for i, raw, f in content if f[2] and (i > 0 or raw.isupper()))
+    numbers = frozenset(f[0] for _, _, f in content if f[1])
+    # A yes/no answer adds no name or number: its statement's are the question's.
+    new_names = [] if polar is not None else [(raw, f) for i, raw, f in content
+                                              if f[2] and (i > 0 or raw.isupper()) and f[0] in new and not f[1]]
+    # A short answer's negations include its question's ("Which team did not qualify?").
+    strict, loose, negated = negation_scopes(f"{question} {own}" if question and own is not claim and polar is None
+                                             else own)
+    if polar is not None:
+        negated = negation_scopes(question)[2] != negated
+    if polar is not None and polar[0] == "no":
+        negated = not negated
     return Claim(
         seq=seq,
         clauses=tuple(clauses),
         content=cset,
         weights={w: weight(w) for w in cset},
-        numbers=frozenset(f[0] for _, _, f in content if f[1]),
+        numbers=numbers,
         years=frozenset(f[0] for _, raw, f in content if f[1] and _YEAR.fullmatch(f[0])),
-        entities=frozenset(f[0] for i, raw, f in content if f[2] and (i > 0 or raw.isupper())),
+        entities=entities,
         new=new if new else cset,
-        negated=any(word_info(r)[3] for _, _, r in _words(own)),
+        negated=negated,
         trigrams=_trigrams(seq),
         top3=tuple(sorted(cset, key=lambda w: (-weight(w), w))[:3]),
         surface=_surface(content),
+        new_entities=frozenset(f[0] for _, f in new_names),
+        new_numbers=frozenset() if polar is not None else numbers & new,
+        name_spellings=tuple(_spellings(raw, f[0]) for raw, f in new_names),
+        name_letters=tuple(re.sub(r"[\W_]+", "", fold(raw).casefold()) or raw for raw, _ in new_names),
+        neg_strict=strict,
+        neg_loose=loose,
+        polar=polar[0] if polar else None,
+        quantities=quantities(own),
+        capitalised=frozenset(f[0] for _, raw, f in content if (raw[:1].isupper() or f[2]) and not f[1]),
     )
+
+
+def _spellings(raw: str, norm: str) -> frozenset[str]:
+    """Norms under which a name counts as present: its own, accent-folded, and (for a
+    hyphenated name) each part."""
+    out = {norm, word_info(fold(raw))[0]}
+    for part in re.split(r"[-‐–]", raw):
+        if part and part != raw:
+            out.add(word_info(part)[0])
+    return frozenset(out)
 
 
 def _surface(content: list) -> dict[str, str]:
@@ -243,6 +370,17 @@ FEATURES: tuple[str, ...] = (
     "len_passage",   # log(1 + passage sentences) / 5: on a long page words co-occur by chance
     "clause_min_s",  # lowest over the claim's clauses of its best single-sentence weighted coverage (each clause stated somewhere)
     "soft_u3",       # weighted coverage of the 3-union counting 5-letter-prefix matches of missing words too
+    # local-5: what the claim adds to its question, support assembled over several
+    # sentences, and conflicts (the window states the claim with one thing changed).
+    "new_cov_w",     # weighted share of the words the claim adds to its question in THE window
+    "cov_fit",       # weighted coverage of a greedy union of as many sentences as the claim has clauses (cap 5)
+    "num_found_all", # share of the claim's own numbers anywhere in the passage (1 when none)
+    "ent_new_all",   # share of the claim's own names anywhere in the passage, any spelling (1 when none)
+    "num_new_conflict",  # a number of the claim's own is not in THE window (nor within 5 %), which holds another
+    "unit_conflict", # THE window gives a number of the claim with another unit
+    "ent_conflict",  # a name of the claim's own is not in THE window, which holds another name and most of the claim
+    "neg_conflict",  # a negation of the claim is absent where the window states the same words, or the reverse
+    "from_question", # share of the claim's content words that come from its question
 )
 N_FEATURES = len(FEATURES)
 
@@ -355,7 +493,10 @@ def pair_features(claim: Claim, passage: str) -> PairResult:
                      year_missing=float(bool(claim.years)),
                      len_claim=math.log1p(n) / 3,
                      miss_wsum=min(1.0, math.fsum(claim.weights.values()) / 12),
-                     len_passage=math.log1p(len(p.sents)) / 5)
+                     len_passage=math.log1p(len(p.sents)) / 5,
+                     num_found_all=_share(claim.new_numbers, allp),
+                     ent_new_all=_names_found(claim, allp, passage),
+                     from_question=1 - len(claim.new) / n)
         return PairResult([feats[f] for f in FEATURES], None, None, None)
     i, j = bw
     wnorms = p.norms[i:j]
@@ -419,7 +560,22 @@ def pair_features(claim: Claim, passage: str) -> PairResult:
     sdf = {w: sum(1 for h in hits if w in h) for w in C}
     spec = {w: claim.weights[w] * math.log1p(ns / max(1, sdf[w])) for w in C}
     spec_u3 = math.fsum(v for w, v in spec.items() if w in u3) / math.fsum(spec.values())
+    wtext = passage[p.starts[i]:p.ends[j - 1]]
+    fit = _greedy_union(claim, p.sent_sets, min(5, max(1, len(claim.clauses))), cand)
+    # The window states the claim apart from what may have been changed (its own names
+    # and numbers): only then is a difference in them a conflict, not another topic.
+    changeable = claim.capitalised | claim.new_numbers | {u for _, u in claim.quantities}
+    about = _wcov_sub(claim, C - changeable, wset) >= STATES
     feats = {
+        "new_cov_w": _wcov_sub(claim, claim.new, wset),
+        "cov_fit": max(wcov_w, _wcov(claim, fit)),
+        "num_found_all": _share(claim.new_numbers, allp),
+        "ent_new_all": _names_found(claim, allp, passage),
+        "num_new_conflict": float(about and _number_conflict(claim, p, i, j)),
+        "unit_conflict": float(about and _unit_conflict(claim, wtext)),
+        "ent_conflict": float(about and _name_conflict(claim, wset, wtext, allp, passage)),
+        "neg_conflict": float(_negation_conflict(claim, wset, wtext, about)),
+        "from_question": 1 - len(claim.new) / n,
         "cov_all": cov_all, "wcov_all": wcov_all, "new_cov_all": new_cov_all, "cov_w1": cov_w1,
         "wcov_w": wcov_w, "cov_w": cov_w, "wcov_w3": wcov_w3, "wcov_u3": wcov_u3, "wcov_u5": wcov_u5,
         "new_wcov_u3": new_wcov_u3, "soft_w": soft_w, "bigram_w": bigram_w, "bigram_all": bigram_all,
@@ -439,9 +595,108 @@ def pair_features(claim: Claim, passage: str) -> PairResult:
     return PairResult([feats[f] for f in FEATURES], p.starts[first], p.ends[last], bw)
 
 
-def extract(question: str, claim: str, passage: str) -> PairResult | None:
-    """Features of one triple; None when the claim has no content word."""
-    c = claim_profile(claim, question or "")
+# The window states the claim (a changed name, number, unit or negation in it is a
+# conflict, not a different topic) when it holds this weighted share of the claim's other
+# words. Set a priori (four words in five), not fitted.
+STATES = 0.8
+_NUMBER_TOLERANCE = 0.05  # "3.2 million" vs "3.17 million": the same figure, rounded
+
+
+def _share(words: frozenset[str], present: frozenset[str]) -> float:
+    return len(words & present) / len(words) if words else 1.0
+
+
+def _names_found(claim: Claim, present: frozenset[str], text: str) -> float:
+    """Share of the claim's own names found in `text` under any spelling (accents folded)."""
+    if not claim.name_spellings:
+        return 1.0
+    found = [bool(sp & present) for sp in claim.name_spellings]
+    if not all(found):
+        folded = passage_norms(fold(text))
+        # "Southeast" for "South East": the name's letters run together in the text.
+        squeezed = re.sub(r"[\W_]+", "", fold(text).casefold())
+        found = [f or bool(sp & folded) or raw in squeezed
+                 for f, sp, raw in zip(found, claim.name_spellings, claim.name_letters, strict=True)]
+    return sum(found) / len(found)
+
+
+def _as_float(norm: str) -> float | None:
+    try:
+        return float(norm)
+    except ValueError:
+        return None
+
+
+def _number_conflict(claim: Claim, p: Passage, i: int, j: int) -> bool:
+    """A number the claim adds is not in the window (nor a rounding of one), and the
+    window gives another number: the figure was changed."""
+    if not claim.new_numbers:
+        return False
+    window = {p.norms[k] for k in range(i, j) if p.numbers[k]}
+    others = window - claim.numbers
+    if not others:
+        return False
+    for x in claim.new_numbers - window:
+        if not any(_rounds_to(x, w) for w in window):
+            return True
+    return False
+
+
+def _significant(norm: str) -> int:
+    return len(norm.replace(".", "").strip("0"))
+
+
+def _rounds_to(claimed: str, stated: str) -> bool:
+    """The claim's number is the window's rounded: fewer significant digits, within 5 %
+    ("3.2 million" for "3.17 million"); 1999 is never 1998."""
+    a, b = _as_float(claimed), _as_float(stated)
+    if a is None or b is None or _significant(claimed) >= _significant(stated):
+        return False
+    return abs(a - b) <= _NUMBER_TOLERANCE * max(abs(a), abs(b))
+
+
+def _unit_conflict(claim: Claim, wtext: str) -> bool:
+    """The window gives a number of the claim with another unit and never with the claim's."""
+    if not claim.quantities:
+        return False
+    win = set(quantities(wtext))
+    units = {n: {u for m, u in win if m == n} for n, _ in claim.quantities}
+    return any(units[n] and u not in units[n] for n, u in claim.quantities)
+
+
+def _name_conflict(claim: Claim, wset: frozenset[str], wtext: str, allp: frozenset[str], passage: str) -> bool:
+    """A name the claim adds is in no spelling in the window, which names someone or
+    something else the claim does not; for a claim of several clauses (whose names may
+    sit in other sentences) the name must be missing from the whole passage."""
+    if _names_found(claim, wset, wtext) >= 1.0:
+        return False
+    if len(claim.clauses) > 1 and _names_found(claim, allp, passage) >= 1.0:
+        return False
+    for k, (_s, _e, raw) in enumerate(_words(wtext)):
+        f = word_info(raw)
+        if f[2] and not f[1] and (k > 0 or raw.isupper()) and f[0] not in claim.content:
+            return True
+    return False
+
+
+def _negation_conflict(claim: Claim, wset: frozenset[str], wtext: str, about: bool) -> bool:
+    """Polar answers: the window's negation of the statement's words differs from the
+    answer's. Otherwise, in a window about the claim: the claim negates a word the window
+    states un-negated, or the window negates a word the claim states un-negated."""
+    if not about:
+        return False
+    w_strict, w_loose, _ = negation_scopes(wtext)
+    if claim.polar is not None:
+        # "Yes"/"No" to a question the window states (nearly word for word): does the
+        # window negate the statement's words as the answer does?
+        return claim.negated != bool(w_loose & claim.content)
+    return bool((claim.neg_strict & wset) - w_loose) or bool((w_strict & claim.content) - claim.neg_loose)
+
+
+def extract(question: str, claim: str, passage: str, whole_answer: bool = True) -> PairResult | None:
+    """Features of one triple (the claim the whole answer, unless told otherwise); None
+    when the claim has no content word and is no polar answer."""
+    c = claim_profile(claim, question or "", whole_answer)
     if c is None:
         return None
     return pair_features(c, passage)

@@ -1,7 +1,8 @@
-"""The fitted verifier: gradient-boosted trees and their calibration maps, read from a
-JSON file of numbers (never a pickle) and evaluated with NumPy — no scikit-learn at run
-time. `benchmarks/judge_model/train.py` writes the file and checks that this evaluator
-reproduces the training library's probabilities.
+"""The fitted verifier: a logistic regression over a few features (local-5) or
+gradient-boosted trees (local-4), and their calibration maps, read from a JSON file of
+numbers (never a pickle) and evaluated with NumPy — no scikit-learn at run time.
+`benchmarks/lodo/run.py --install` writes local-5.json; `benchmarks/judge_model/train.py`
+wrote local-4 (kept in benchmarks/lodo/ as a baseline).
 
     model = Model.load(path)
     P = model.matrix(X)          # rows of features in `model.features` order
@@ -63,21 +64,44 @@ def _sigmoid(z: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-z))
 
 
+class _Logistic:
+    """A linear score over standardised features: raw = ((x - mean) / scale) . coef + intercept."""
+
+    def __init__(self, spec: dict) -> None:
+        self.mean = np.asarray(spec["mean"], np.float64)
+        self.scale = np.asarray(spec["scale"], np.float64)
+        self.coef = np.asarray(spec["coef"], np.float64)
+        self.intercept = float(spec["intercept"])
+
+    def raw(self, X: np.ndarray) -> np.ndarray:
+        return ((X - self.mean) / self.scale) @ self.coef + self.intercept
+
+    def raw_one(self, x: Sequence[float]) -> float:
+        return float(self.raw(np.asarray([x], np.float64))[0])
+
+
 class Model:
     def __init__(self, spec: dict) -> None:
         self.spec = spec
         self.version: str = spec["version"]
         self.features: list[str] = spec["features"]
         self.threshold: float = float(spec["threshold"])
+        self.kind: str = spec.get("kind", "trees")
+        sc = spec["short_circuit"]
+        self.bound: float = float(sc["bound"])
+        self._short = np.asarray(sc["probabilities"], np.float64)
+        self._agg = spec.get("claim_aggregate_platt")
+        # The short-circuit feature need not be one the model weighs (cov_all is always
+        # computed): its column is looked up in the full row when absent here.
+        self._bound_idx = self.features.index(sc["feature"]) if sc["feature"] in self.features else None
+        if self.kind == "logistic":
+            self._lin = _Logistic(spec["supported"]["model"])
+            self._sup_platt = spec["supported"]["platt"]
+            return
         self._sup = _Trees(spec["supported"]["model"])
         self._sup_platt = spec["supported"]["platt"]
         self._part = _Trees(spec["partial_given_not_supported"]["model"])
         self._part_platt = spec["partial_given_not_supported"]["platt"]
-        sc = spec["short_circuit"]
-        self.bound: float = float(sc["bound"])
-        self._bound_idx = self.features.index(sc["feature"])
-        self._short = np.asarray(sc["probabilities"], np.float64)
-        self._agg = spec.get("claim_aggregate_platt")
 
     @classmethod
     def load(cls, path: str | Path) -> Model:
@@ -87,13 +111,24 @@ class Model:
     def matrix(self, X: np.ndarray) -> np.ndarray:
         """(n, 3) probabilities (supported, partial, unsupported) for rows in `features` order."""
         X = np.asarray(X, np.float64)
+        if self.kind == "logistic":
+            # One probability: P(supported); partial vs unsupported is the verifier's
+            # rule (is the window about the claim), so the rest is split evenly here.
+            a, b = self._sup_platt
+            ps = _sigmoid(a * self._lin.raw(X) + b)
+            P = np.stack([ps, (1 - ps) / 2, (1 - ps) / 2], 1)
+        else:
+            P = self._trees_matrix(X)
+        if self._bound_idx is not None:
+            P[X[:, self._bound_idx] < self.bound] = self._short
+        return P
+
+    def _trees_matrix(self, X: np.ndarray) -> np.ndarray:
         a, b = self._sup_platt
         ps = _sigmoid(a * self._sup.raw(X) + b)
         a2, b2 = self._part_platt
         q = _sigmoid(a2 * self._part.raw(X) + b2)
-        P = np.stack([ps, (1 - ps) * q, (1 - ps) * (1 - q)], 1)
-        P[X[:, self._bound_idx] < self.bound] = self._short
-        return P
+        return np.stack([ps, (1 - ps) * q, (1 - ps) * (1 - q)], 1)
 
     def probabilities(self, features: Mapping[str, float] | Sequence[float]) -> tuple[float, float, float]:
         """(P(supported), P(partial), P(unsupported)) of one pair."""
@@ -101,7 +136,10 @@ class Model:
             row = [float(features[n]) for n in self.features]
         else:
             row = [float(v) for v in features]
-        if row[self._bound_idx] < self.bound:
+        if self.kind == "logistic":
+            ps, pp, pu = self.matrix(np.asarray([row], np.float64))[0].tolist()
+            return ps, pp, pu
+        if self._bound_idx is not None and row[self._bound_idx] < self.bound:
             return float(self._short[0]), float(self._short[1]), float(self._short[2])
         a, b = self._sup_platt
         ps = 1.0 / (1.0 + math.exp(-(a * self._sup.raw_one(row) + b)))

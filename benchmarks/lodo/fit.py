@@ -1,0 +1,288 @@
+"""Features of the LODO cases and the fitting of a local-judge model file from them.
+
+A case's row is its claim against the passage that best covers it (highest weighted
+coverage over as many sentences as the claim has clauses, then the quoted window), the
+same pair whose P(supported) decides the claim in the pipeline for all but the
+multi-snippet Factcheck-GPT claims. The features are the judge's own
+(tasks/judges/verifier/features.py), profiled as the pipeline does for a claim that is a
+whole answer.
+
+Fitting (`fit_model`): a class-balanced logistic regression in which each training set
+weighs the same (a 1,500-item set does not drown a 350-item one), standardised features,
+L2 (C=1). Its Platt map is fitted on inner leave-one-set-out predictions (for each
+training set, a regression fitted on the others), so the calibration is that of a set
+the model has not seen — the situation it will be used in. The conflict cap and the
+short-circuit probability are the supported share of the training pairs concerned.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from ragspan.tasks.judges.verifier import CONFLICTS, Rules
+from ragspan.tasks.judges.verifier.features import FEATURES, claim_profile, pair_features
+from sklearn.ensemble import HistGradientBoostingClassifier
+from sklearn.linear_model import LogisticRegression
+
+AT = {name: i for i, name in enumerate(FEATURES)}
+SHORT_BOUND = 0.25  # cov_all below this: the short-circuit (no segmentation) at run time
+
+# Baseline (b) of the issue: plain coverage, at most 8 features.
+LR7 = ("cov_all", "cov_w", "new_cov_all", "new_cov_w", "num_found_all", "ent_new_all", "len_claim")
+# local-5 candidates, simplest first; a richer design must beat a simpler one to be chosen.
+DESIGNS: dict[str, tuple[str, ...]] = {
+    "lr7": LR7,
+    "lr12": LR7 + ("wcov_w", "cov_fit", "new_wcov_u3", "bigram_w", "density_w"),
+    "lr12c": LR7 + ("wcov_w", "cov_fit", "new_wcov_u3", "bigram_w", "density_w", *CONFLICTS),
+    "lr_all": tuple(FEATURES),
+    "gb7": LR7,  # monotone boosted trees over the baseline's 7 features
+    "gb12": LR7 + ("wcov_w", "cov_fit", "new_wcov_u3", "bigram_w", "density_w"),
+}
+
+
+def _scorer(design: str, X: np.ndarray, y: np.ndarray, sets: np.ndarray) -> Linear | Boosted:
+    if design.startswith("gb"):
+        return fit_boosted(X, y, sets, DESIGNS[design])
+    return fit_linear(X, y, sets)
+
+
+@dataclass
+class Rows:
+    """One row per case: features of its deciding pair, gold, and what scoring needs."""
+
+    set: list[str] = field(default_factory=list)
+    X: list[list[float]] = field(default_factory=list)
+    y: list[int] = field(default_factory=list)  # gold == supported
+    empty: list[bool] = field(default_factory=list)  # no content word: judged unsupported
+    quote: list[tuple[int, int] | None] = field(default_factory=list)  # in passages[0] only
+    gold_spans: list[list[tuple[int, int]]] = field(default_factory=list)
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        return (np.asarray(self.set), np.asarray(self.X, np.float64), np.asarray(self.y, np.int64),
+                np.asarray(self.empty, bool))
+
+
+def case_row(claim: str, question: str, passages: Sequence[str]) -> tuple[list[float] | None, tuple[int, int] | None, int]:
+    """(features of the best-covering pair, its quote span, its passage index); None
+    features when the claim has no content word."""
+    prof = claim_profile(claim, question or "", True)
+    if prof is None:
+        return None, None, -1
+    best = None
+    for k, passage in enumerate(passages):
+        r = pair_features(prof, passage)
+        key = (r.features[AT["cov_fit"]], r.features[AT["wcov_w"]], -k)
+        if best is None or key > best[0]:
+            best = (key, r, k)
+    assert best is not None
+    _, r, k = best
+    quote = (r.quote_start, r.quote_end) if r.quote_start is not None else None
+    return r.features, quote, k
+
+
+def rows_for(sets: dict[str, list]) -> Rows:
+    rows = Rows()
+    zero = [0.0] * len(FEATURES)
+    for name, cases in sets.items():
+        for c in cases:
+            feats, quote, k = case_row(c.claim, c.question, c.passages)
+            rows.set.append(name)
+            rows.X.append(feats or zero)
+            rows.y.append(int(c.gold == "supported"))
+            rows.empty.append(feats is None)
+            rows.quote.append(quote if k == 0 else None)
+            rows.gold_spans.append(list(c.gold_spans))
+    return rows
+
+
+def _weights(sets: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Each set weighs the same, and within it each class half."""
+    w = np.zeros(len(y))
+    names = sorted(set(sets.tolist()))
+    for s in names:
+        for cls in (0, 1):
+            m = (sets == s) & (y == cls)
+            if m.any():
+                w[m] = 1.0 / (2 * len(names) * m.sum())
+    return w * len(y)
+
+
+@dataclass
+class Linear:
+    mean: np.ndarray
+    scale: np.ndarray
+    coef: np.ndarray
+    intercept: float
+
+    def raw(self, X: np.ndarray) -> np.ndarray:
+        return ((X - self.mean) / self.scale) @ self.coef + self.intercept
+
+
+def fit_linear(X: np.ndarray, y: np.ndarray, sets: np.ndarray) -> Linear:
+    mean = X.mean(0)
+    scale = X.std(0)
+    scale[scale < 1e-9] = 1.0
+    lr = LogisticRegression(C=1.0, max_iter=2000)
+    lr.fit((X - mean) / scale, y, sample_weight=_weights(sets, y))
+    return Linear(mean, scale, lr.coef_[0].copy(), float(lr.intercept_[0]))
+
+
+@dataclass
+class Boosted:
+    """Gradient-boosted trees, each feature's effect constrained to be monotone (more of
+    the claim found never lowers P(supported)): sharper than a line, and unable to learn
+    a set's quirks that run against the evidence."""
+
+    model: HistGradientBoostingClassifier
+
+    def raw(self, X: np.ndarray) -> np.ndarray:
+        return self.model.decision_function(X)
+
+    def export(self) -> dict:
+        trees = []
+        for it in self.model._predictors:
+            nd = it[0].nodes
+            trees.append({k: nd[src].astype(t).tolist() for k, src, t in (
+                ("feature", "feature_idx", int), ("threshold", "num_threshold", float), ("left", "left", int),
+                ("right", "right", int), ("is_leaf", "is_leaf", int), ("value", "value", float))})
+        return {"baseline": float(np.ravel(self.model._baseline_prediction)[0]), "trees": trees}
+
+
+# +1: more of it never lowers P(supported); 0: free (length).
+MONOTONE = {"len_claim": 0, "len_passage": 0, "from_question": 0}
+
+
+def fit_boosted(X: np.ndarray, y: np.ndarray, sets: np.ndarray, features: Sequence[str]) -> Boosted:
+    m = HistGradientBoostingClassifier(
+        max_iter=60, learning_rate=0.1, max_depth=3, l2_regularization=1.0, early_stopping=False, random_state=0,
+        monotonic_cst=[MONOTONE.get(f, 1) for f in features])
+    m.fit(X, y, sample_weight=_weights(sets, y))
+    return Boosted(m)
+
+
+def fit_platt(z: np.ndarray, y: np.ndarray, sets: np.ndarray) -> tuple[float, float]:
+    """P(supported) = sigmoid(a z + b), each set weighing the same, classes as they come
+    (the probability is of support, not of a balanced draw)."""
+    w = np.zeros(len(y))
+    for s in set(sets.tolist()):
+        m = sets == s
+        w[m] = 1.0 / m.sum()
+    lr = LogisticRegression(C=1e6, max_iter=1000)
+    lr.fit(z.reshape(-1, 1), y, sample_weight=w * len(y))
+    return float(lr.coef_[0][0]), float(lr.intercept_[0])
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-z))
+
+
+def fit_model(rows: Rows, keep: np.ndarray, design: str, version: str = "local-5.0", inner: bool = True) -> dict:
+    """The model file (a dict) fitted on the rows where `keep`, design `design`. With
+    `inner` False (one training set: within-set CV), Platt is fitted on the training
+    scores themselves."""
+    sets, X, y, empty = rows.arrays()
+    m = keep & ~empty
+    cols = [AT[f] for f in DESIGNS[design]]
+    Xs, ys, ss = X[m][:, cols], y[m], sets[m]
+    scorer = _scorer(design, Xs, ys, ss)
+    # Platt on inner leave-one-set-out scores: calibrated for an unseen set.
+    z = np.zeros(len(ys))
+    names = sorted(set(ss.tolist()))
+    for s in names if inner and len(names) > 1 else ():
+        rest = ss != s
+        z[~rest] = _scorer(design, Xs[rest], ys[rest], ss[rest]).raw(Xs[~rest])
+    if not inner or len(names) == 1:
+        z = scorer.raw(Xs)
+    a, b = fit_platt(z, ys, ss)
+    Xa, ya = X[m], ys
+    conflict = np.zeros(len(ya), bool)
+    for k in CONFLICTS:
+        conflict |= Xa[:, AT[k]] > 0
+    conflict_support = float(np.clip(ya[conflict].mean() if conflict.any() else 0.05, 0.01, 0.49))
+    low = Xa[:, AT["cov_all"]] < SHORT_BOUND
+    p_short = float(np.clip(ya[low].mean() if low.any() else 0.01, 0.001, 0.49))
+    if isinstance(scorer, Boosted):
+        kind, spec = "boosted", scorer.export()
+    else:
+        kind, spec = "logistic", {"mean": scorer.mean.tolist(), "scale": scorer.scale.tolist(),
+                                  "coef": scorer.coef.tolist(), "intercept": scorer.intercept}
+    return {
+        "version": version,
+        "kind": kind,
+        "design": design,
+        "features": list(DESIGNS[design]),
+        "threshold": 0.5,
+        "supported": {"model": spec, "platt": [a, b]},
+        "rules": {"conflict_support": round(conflict_support, 6)},
+        "short_circuit": {"feature": "cov_all", "bound": SHORT_BOUND, "probabilities": [p_short, 0.0, 1 - p_short]},
+        "trained_on": {s: int((ss == s).sum()) for s in names},
+    }
+
+
+def predict(model: dict, X: np.ndarray, empty: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """(P(supported) after the rules, supported?, verdicts) for feature rows, exactly as
+    the verifier decides (its own `decide`)."""
+    from ragspan.tasks.judges.verifier import decide
+    from ragspan.tasks.judges.verifier.model import Model
+
+    mdl = Model(model)
+    cols = [AT[f] for f in model["features"]]
+    ps_raw = mdl.matrix(X[:, cols])[:, 0]
+    rules = Rules(threshold=mdl.threshold, **{k: float(v) for k, v in (model.get("rules") or {}).items()})
+    out_p, verdicts = np.zeros(len(X)), []
+    for i, (row, p) in enumerate(zip(X.tolist(), ps_raw.tolist(), strict=True)):
+        if empty[i]:
+            out_p[i], v = 0.0, "unsupported"
+        elif row[AT["cov_all"]] < mdl.bound:
+            out_p[i], v = float(mdl.spec["short_circuit"]["probabilities"][0]), "unsupported"
+        else:
+            d = decide(p, row, rules)
+            out_p[i], v = d.support, d.verdict
+        verdicts.append(v)
+    return out_p, np.asarray([v == "supported" for v in verdicts]), verdicts
+
+
+def write(model: dict, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(model, indent=1) + "\n", encoding="utf-8")
+    return path
+
+
+def ece(p: np.ndarray, y: np.ndarray, bins: int = 10) -> float:
+    idx = np.minimum((p * bins).astype(int), bins - 1)
+    tot = 0.0
+    for b in range(bins):
+        m = idx == b
+        if m.any():
+            tot += m.sum() * abs(p[m].mean() - y[m].mean())
+    return float(tot / len(p))
+
+
+def auc(p: np.ndarray, y: np.ndarray) -> float | None:
+    pos, neg = p[y == 1], p[y == 0]
+    if not len(pos) or not len(neg):
+        return None
+    order = np.argsort(np.concatenate([pos, neg]), kind="mergesort")
+    ranks = np.empty(len(order))
+    allv = np.concatenate([pos, neg])[order]
+    # average ranks for ties
+    i = 0
+    while i < len(allv):
+        j = i
+        while j + 1 < len(allv) and allv[j + 1] == allv[i]:
+            j += 1
+        ranks[order[i:j + 1]] = (i + j) / 2 + 1
+        i = j + 1
+    r_pos = ranks[: len(pos)].sum()
+    return float((r_pos - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg)))
+
+
+def balanced_accuracy(pred: np.ndarray, y: np.ndarray) -> float:
+    tpr = pred[y == 1].mean() if (y == 1).any() else math.nan
+    tnr = (~pred[y == 0]).mean() if (y == 0).any() else math.nan
+    return float((tpr + tnr) / 2)
