@@ -41,7 +41,6 @@ DESIGNS: dict[str, tuple[str, ...]] = {
     "lr12c": LR7 + ("wcov_w", "cov_fit", "new_wcov_u3", "bigram_w", "density_w", *CONFLICTS),
     "lr_all": tuple(FEATURES),
     "gb7": LR7,  # monotone boosted trees over the baseline's 7 features
-    "gb12": LR7 + ("wcov_w", "cov_fit", "new_wcov_u3", "bigram_w", "density_w"),
 }
 
 
@@ -61,6 +60,7 @@ class Rows:
     empty: list[bool] = field(default_factory=list)  # no content word: judged unsupported
     quote: list[tuple[int, int] | None] = field(default_factory=list)  # in passages[0] only
     gold_spans: list[list[tuple[int, int]]] = field(default_factory=list)
+    claim_len: list[int] = field(default_factory=list)  # characters
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         return (np.asarray(self.set), np.asarray(self.X, np.float64), np.asarray(self.y, np.int64),
@@ -97,6 +97,7 @@ def rows_for(sets: dict[str, list]) -> Rows:
             rows.empty.append(feats is None)
             rows.quote.append(quote if k == 0 else None)
             rows.gold_spans.append(list(c.gold_spans))
+            rows.claim_len.append(len(c.claim))
     return rows
 
 
@@ -286,3 +287,32 @@ def balanced_accuracy(pred: np.ndarray, y: np.ndarray) -> float:
     tpr = pred[y == 1].mean() if (y == 1).any() else math.nan
     tnr = (~pred[y == 0]).mean() if (y == 0).any() else math.nan
     return float((tpr + tnr) / 2)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Write a model fitted on every LODO set but `--without`: the judge for a benchmark
+    built from those sets' documents (e.g. benchmarks/accuracy.py's taxonomy cases from
+    XQuAD and ClapNQ), run with RAGSPAN_LOCAL_JUDGE_MODEL=OUT."""
+    import argparse
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from lodo import sets as lodo_sets
+
+    ap = argparse.ArgumentParser(description=main.__doc__.split("\n")[0])
+    ap.add_argument("--without", required=True, help="comma-separated sets left out")
+    ap.add_argument("--design", default="lr7")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--limit", type=int, default=1500)
+    ap.add_argument("--seed", type=int, default=13)
+    args = ap.parse_args(argv)
+    left_out = set(args.without.split(","))
+    rows = rows_for({n: lodo_sets.load(n, args.limit, args.seed) for n in lodo_sets.SETS})
+    keep = ~np.isin(np.asarray(rows.set), sorted(left_out))
+    print(write(fit_model(rows, keep, args.design, version="local-5.0-without-" + "-".join(sorted(left_out))),
+                Path(args.out)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -94,7 +94,9 @@ def _change(kind: str, s: str, names: list[str], rng: random.Random) -> str | No
         if m:
             return s[:m.start()] + s[m.end():]
         m = _AUX.search(s)
-        return s[:m.end()] + " not" + s[m.end():] if m else None
+        if not m or re.match(r"\s+(?:no|never|nothing|none)\b", s[m.end():]):
+            return None  # "is not no secret": a double negation, not a flip
+        return s[:m.end()] + " not" + s[m.end():]
     raise ValueError(kind)
 
 

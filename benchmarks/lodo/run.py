@@ -87,6 +87,21 @@ def span_scores(rows: F.Rows, idx: np.ndarray, pred: np.ndarray, y: np.ndarray) 
     return {"span_n": len(hits), "span_hit": round(float(np.mean(hits)), 4), "span_iou": round(float(np.mean(ious)), 4)}
 
 
+LENGTH_BINS = ((0, 200), (200, 400), (400, 10**9))  # claim characters
+
+
+def by_length(lengths: np.ndarray, pred: np.ndarray, y: np.ndarray) -> dict[str, dict]:
+    """Share called supported vs gold supported per claim-length bin: are long claims,
+    whose support spreads over sentences, judged as often as the gold says?"""
+    out = {}
+    for lo, hi in LENGTH_BINS:
+        m = (lengths > lo) & (lengths <= hi)
+        if m.any():
+            out[f"{lo}-{hi if hi < 10**9 else ''}"] = {"n": int(m.sum()), "called_supported": round(float(pred[m].mean()), 3),
+                                                      "gold_supported": round(float(y[m].mean()), 3)}
+    return out
+
+
 def lodo(rows: F.Rows, design: str) -> dict[str, dict]:
     sets, X, y, empty = rows.arrays()
     out = {}
@@ -97,6 +112,7 @@ def lodo(rows: F.Rows, design: str) -> dict[str, dict]:
         r = scores(p, pred, y[test])
         if name in SPAN_SETS:
             r.update(span_scores(rows, np.flatnonzero(test), pred, y[test]))
+        r["by_claim_length"] = by_length(np.asarray(rows.claim_len)[test], pred, y[test])
         out[name] = r
     return out
 
@@ -168,6 +184,21 @@ def within_set(rows: F.Rows, design: str, folds: int = 5, seed: int = 13) -> dic
 def _fit_single(rows: F.Rows, keep: np.ndarray, design: str) -> dict:
     """fit_model on one set: no inner leave-one-set-out, Platt on the training scores."""
     return F.fit_model(rows, keep, design, inner=False)
+
+
+def planted_plain(rows_all: F.Rows, items: list[P.Planted]) -> dict[str, dict]:
+    """Baseline (b) on the planted family: the 7-feature regression alone, P >= 0.5."""
+    m = F.fit_model(rows_all, np.ones(len(rows_all.y), bool), "lr7")
+    lin, (a, b) = m["supported"]["model"], m["supported"]["platt"]
+    cols = [F.AT[f] for f in F.LR7]
+
+    def predict(X: np.ndarray, empty: np.ndarray) -> np.ndarray:
+        z = ((X[:, cols] - np.asarray(lin["mean"])) / np.asarray(lin["scale"])) @ np.asarray(lin["coef"])
+        p = 1 / (1 + np.exp(-(a * (z + lin["intercept"]) + b)))
+        p[empty] = 0.0
+        return p >= 0.5
+
+    return planted_with(predict, items)
 
 
 def planted(rows_all: F.Rows, design: str, items: list[P.Planted]) -> dict[str, dict]:
@@ -273,6 +304,7 @@ def main(argv: list[str] | None = None) -> int:
 
     items = P.build(seed=args.seed)
     planted_res = {d: planted(rows, d, items) for d in F.DESIGNS}
+    planted_res["lr7-plain"] = planted_plain(rows, items)
     print("\nplanted failures in long WiCE pages (not used in fitting):")
     for d, r in planted_res.items():
         print(f"  {d:<8} " + "  ".join(f"{k} {next(iter(v2 for k2, v2 in v.items() if k2 != 'n')):.3f} (n={v['n']})"

@@ -96,6 +96,9 @@ class Claim:
     new_numbers: frozenset[str]
     name_spellings: tuple[frozenset[str], ...]  # per new name: its norm, accent-folded, hyphen parts
     name_letters: tuple[str, ...]  # per new name: its letters, folded, casefolded
+    # per new name or number: (the content norm right before it, its norm, the one right
+    # after; "" where the neighbour is a stopword, punctuation-separated or absent)
+    name_slots: tuple[tuple[str, str, str], ...]
     neg_strict: frozenset[str]  # content words a negation of the claim applies to (the first after it)
     neg_loose: frozenset[str]  # every content word within NEG_SCOPE tokens after a negation
     polar: str | None  # "yes" / "no": a polar answer judged as its question's statement
@@ -128,7 +131,7 @@ UNITS = frozenset(
      "dollar", "euro", "cent", "usd", "eur", "gbp", "yen", "rupe", "thousand", "million", "billion", "trillion",
      "mph", "kph", "kmh", "km/h", "hz", "khz", "mhz", "ghz", "kb", "mb", "gb", "tb", "w", "kw", "mw", "gw", "kwh",
      "v", "volt", "watt", "°c", "°f", "degre", "celsius", "fahrenheit", "acr", "hectar", "sq", "squar", "time",
-     "fold", "point", "dose", "tablet", "patient", "person", "peopl", "employe", "user", "member", "student", "item",
+     "fold", "point", "metr", "kilometr", "centimetr", "millimetr", "dose", "tablet", "patient", "person", "peopl", "employe", "user", "member", "student", "item",
      "request", "core", "node", "server", "replica", "byte", "kib", "mib", "gib"])
 
 
@@ -158,7 +161,8 @@ def negation_scopes(text: str) -> tuple[frozenset[str], frozenset[str], bool]:
     strict: the first content word within NEG_SCOPE tokens after a negation; loose: every
     content word in that reach; negated: any negation that negates something. Negations
     that negate nothing ("not only", "whether or not") are skipped."""
-    words = [raw for _, _, raw in _words(text)]
+    toks = _words(text)
+    words = [raw for _, _, raw in toks]
     infos = [word_info(w) for w in words]
     strict: set[str] = set()
     loose: set[str] = set()
@@ -170,6 +174,8 @@ def negation_scopes(text: str) -> tuple[frozenset[str], frozenset[str], bool]:
         prev = words[k - 1].casefold() if k > 0 else ""
         if nxt in _NOT_NEGATING_NEXT or prev in _NOT_NEGATING_PREV:
             continue
+        if k == 0 and words[0].casefold() == "no" and (nxt == "but" or text[toks[0][1]:toks[0][1] + 1] in ",.;!:-"):
+            continue  # "No, …" / "No but …": a reply to a question, negating nothing that follows
         reach = [g[0] for g in infos[k + 1:k + 1 + NEG_SCOPE] if not g[4]]
         negated = True
         if reach:
@@ -263,6 +269,7 @@ def claim_profile(claim: str, question: str = "", whole_answer: bool = False) ->
         new_entities=frozenset(f[0] for _, f in new_names),
         new_numbers=frozenset() if polar is not None else numbers & new,
         name_spellings=tuple(_spellings(raw, f[0]) for raw, f in new_names),
+        name_slots=_name_slots(claim, {f[0] for _, f in new_names} | (set() if polar else numbers & new)),
         name_letters=tuple(re.sub(r"[\W_]+", "", fold(raw).casefold()) or raw for raw, _ in new_names),
         neg_strict=strict,
         neg_loose=loose,
@@ -270,6 +277,22 @@ def claim_profile(claim: str, question: str = "", whole_answer: bool = False) ->
         quantities=quantities(own),
         capitalised=frozenset(f[0] for _, raw, f in content if (raw[:1].isupper() or f[2]) and not f[1]),
     )
+
+
+def _name_slots(text: str, names: set[str]) -> tuple[tuple[str, str, str], ...]:
+    toks = _words(text)
+    infos = [word_info(raw) for _, _, raw in toks]
+    out = []
+    for i, f in enumerate(infos):
+        if f[0] not in names:
+            continue
+        def neighbour(j: int, gap: tuple[int, int]) -> str:
+            ok = 0 <= j < len(toks) and not infos[j][4] and not text[gap[0]:gap[1]].strip(" ,")
+            return infos[j][0] if ok else ""
+        prev = neighbour(i - 1, (toks[i - 1][1], toks[i][0]) if i > 0 else (0, 0))
+        nxt = neighbour(i + 1, (toks[i][1], toks[i + 1][0]) if i + 1 < len(toks) else (0, 0))
+        out.append((prev, f[0], nxt))
+    return tuple(out)
 
 
 def _spellings(raw: str, norm: str) -> frozenset[str]:
@@ -668,14 +691,37 @@ def _name_conflict(claim: Claim, wset: frozenset[str], wtext: str, allp: frozens
     """A name the claim adds is in no spelling in the window, which names someone or
     something else the claim does not; for a claim of several clauses (whose names may
     sit in other sentences) the name must be missing from the whole passage."""
-    if _names_found(claim, wset, wtext) >= 1.0:
-        return False
-    if len(claim.clauses) > 1 and _names_found(claim, allp, passage) >= 1.0:
-        return False
-    for k, (_s, _e, raw) in enumerate(_words(wtext)):
-        f = word_info(raw)
-        if f[2] and not f[1] and (k > 0 or raw.isupper()) and f[0] not in claim.content:
-            return True
+    win = [(word_info(raw), k > 0 or raw.isupper()) for k, (_s, _e, raw) in enumerate(_words(wtext))]
+    if _names_found(claim, wset, wtext) >= 1.0 or (
+            len(claim.clauses) > 1 and _names_found(claim, allp, passage) >= 1.0):
+        return _slot_conflict(claim, [f[0] for f, _ in win], [(f[2] and ok) or f[1] for f, ok in win])
+    return any(f[2] and not f[1] and ok and f[0] not in claim.content for f, ok in win)
+
+
+_SLOT_REACH = 3  # "President Obama" is stated by "President Barack Obama"
+
+
+def _slot_conflict(claim: Claim, norms: list[str], names: list[bool]) -> bool:
+    """Every name is there, but in another place: where the claim has "Columbia
+    Maryland", the window has "Columbia University" (and Maryland elsewhere); where it has
+    "Nov. 21, 2015", the window "Nov. 21, 2014". A content word next to a name or number
+    of the claim is, in the window, next to another name or number and never within
+    reach of the claim's."""
+    for prev, name, nxt in claim.name_slots:
+        for anchor, after in ((prev, True), (nxt, False)):
+            if not anchor:
+                continue
+            at = [i for i, w in enumerate(norms) if w == anchor]
+            if not at:
+                continue
+            def near(i: int, after: bool = after) -> list[str]:
+                return norms[i + 1:i + 1 + _SLOT_REACH] if after else norms[max(0, i - _SLOT_REACH):i]
+            if any(name in near(i) for i in at):
+                continue
+            j = [i + 1 if after else i - 1 for i in at]
+            # (the other one is not a name the claim itself states: lists come in any order)
+            if any(0 <= x < len(norms) and names[x] and norms[x] not in claim.content for x in j):
+                return True
     return False
 
 

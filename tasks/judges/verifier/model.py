@@ -94,8 +94,9 @@ class Model:
         # The short-circuit feature need not be one the model weighs (cov_all is always
         # computed): its column is looked up in the full row when absent here.
         self._bound_idx = self.features.index(sc["feature"]) if sc["feature"] in self.features else None
-        if self.kind == "logistic":
-            self._lin = _Logistic(spec["supported"]["model"])
+        if self.kind in ("logistic", "boosted"):  # one score -> Platt -> P(supported)
+            m = spec["supported"]["model"]
+            self._lin = _Logistic(m) if self.kind == "logistic" else _Trees(m)
             self._sup_platt = spec["supported"]["platt"]
             return
         self._sup = _Trees(spec["supported"]["model"])
@@ -111,7 +112,7 @@ class Model:
     def matrix(self, X: np.ndarray) -> np.ndarray:
         """(n, 3) probabilities (supported, partial, unsupported) for rows in `features` order."""
         X = np.asarray(X, np.float64)
-        if self.kind == "logistic":
+        if self.kind in ("logistic", "boosted"):
             # One probability: P(supported); partial vs unsupported is the verifier's
             # rule (is the window about the claim), so the rest is split evenly here.
             a, b = self._sup_platt
@@ -136,7 +137,7 @@ class Model:
             row = [float(features[n]) for n in self.features]
         else:
             row = [float(v) for v in features]
-        if self.kind == "logistic":
+        if self.kind in ("logistic", "boosted"):
             ps, pp, pu = self.matrix(np.asarray([row], np.float64))[0].tolist()
             return ps, pp, pu
         if self._bound_idx is not None and row[self._bound_idx] < self.bound:
