@@ -293,3 +293,18 @@ def test_a_one_word_answer_is_judged_with_its_question_and_question_names_are_ne
 def test_a_claim_with_words_but_nothing_to_check_gets_a_verdict_not_a_failure(judge):
     (v,) = judge.judge("Thanks, that is all!", [LONG])
     assert isinstance(v, Verdict) and v.verdict == "unsupported"
+
+
+def test_a_word_the_window_negates_once_and_states_plainly_elsewhere_is_no_negation_conflict(judge):
+    passage = ("The telescope is not in orbit around the Earth, like Hubble is; it orbits the Sun, "
+               "1.5 million kilometres away from the Earth, at the second Lagrange point.")
+    v = verdict(judge, "The telescope orbits the Sun, 1.5 million kilometres away from the Earth.", passage)
+    assert "negation differs" not in v.reason and v.verdict == "supported", v.reason
+    w = verdict(judge, "The telescope orbits the Sun.", "The telescope does not orbit the Sun.")
+    assert w.verdict != "supported" and "negation differs" in w.reason  # negated only: a conflict
+
+
+def test_a_reply_opening_with_no_negates_nothing_that_follows(judge):
+    passage = "Rotten Tomatoes gives the film 92% with an average rating of 8.6/10."
+    v = verdict(judge, "No, but it has 92% on Rotten Tomatoes with an average rating of 8.6/10.", passage)
+    assert v.verdict == "supported" and "negation differs" not in v.reason, v.reason

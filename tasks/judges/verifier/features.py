@@ -161,11 +161,19 @@ def negation_scopes(text: str) -> tuple[frozenset[str], frozenset[str], bool]:
     strict: the first content word within NEG_SCOPE tokens after a negation; loose: every
     content word in that reach; negated: any negation that negates something. Negations
     that negate nothing ("not only", "whether or not") are skipped."""
+    strict, loose, negated, _free = negation_reach(text)
+    return strict, loose, negated
+
+
+def negation_reach(text: str) -> tuple[frozenset[str], frozenset[str], bool, frozenset[str]]:
+    """negation_scopes, and the content norms that also occur outside every negation's
+    reach ("is not in orbit around the Earth … it orbits the Sun": `orbit` is stated too)."""
     toks = _words(text)
     words = [raw for _, _, raw in toks]
     infos = [word_info(w) for w in words]
     strict: set[str] = set()
     loose: set[str] = set()
+    reached: set[int] = set()
     negated = False
     for k, f in enumerate(infos):
         if not f[3]:
@@ -178,10 +186,12 @@ def negation_scopes(text: str) -> tuple[frozenset[str], frozenset[str], bool]:
             continue  # "No, …" / "No but …": a reply to a question, negating nothing that follows
         reach = [g[0] for g in infos[k + 1:k + 1 + NEG_SCOPE] if not g[4]]
         negated = True
+        reached.update(range(k + 1, k + 1 + NEG_SCOPE))
         if reach:
             strict.add(reach[0])
             loose.update(reach)
-    return frozenset(strict), frozenset(loose), negated
+    free = frozenset(f[0] for k, f in enumerate(infos) if not f[4] and k not in reached)
+    return frozenset(strict), frozenset(loose), negated, free
 
 
 def quantities(text: str) -> tuple[tuple[str, str], ...]:
@@ -731,12 +741,13 @@ def _negation_conflict(claim: Claim, wset: frozenset[str], wtext: str, about: bo
     states un-negated, or the window negates a word the claim states un-negated."""
     if not about:
         return False
-    w_strict, w_loose, _ = negation_scopes(wtext)
+    w_strict, w_loose, _, w_free = negation_reach(wtext)
     if claim.polar is not None:
         # "Yes"/"No" to a question the window states (nearly word for word): does the
         # window negate the statement's words as the answer does?
         return claim.negated != bool(w_loose & claim.content)
-    return bool((claim.neg_strict & wset) - w_loose) or bool((w_strict & claim.content) - claim.neg_loose)
+    # (a word the window negates once and states plainly elsewhere is not contradicted)
+    return bool((claim.neg_strict & wset) - w_loose) or bool((w_strict & claim.content) - claim.neg_loose - w_free)
 
 
 def extract(question: str, claim: str, passage: str, whole_answer: bool = True) -> PairResult | None:
