@@ -10,16 +10,20 @@
     │   ├── MissingRun                   aggregate: a run has no metrics yet
     │   └── NoServer                     serve/notify: no Prefect API to talk to
     ├── OutputBusy                    3  another process is writing the same results dir
+    ├── DiskFull                      4  no space (or file-size limit) writing results: previous kept
     ├── InitError                     1  a step of `ragspan init` failed
     └── StepFailed                    1  a pipeline step ended in a failed state
 
-Each keeps the builtin base it had (ValueError, FileNotFoundError, RuntimeError), so
-library callers that caught those still do. The CLI catches `RagspanError` once and
-prints `error: <message>`; nothing else maps exceptions to exit codes.
+Each keeps the builtin base it had (ValueError, FileNotFoundError, RuntimeError; DiskFull
+is the OSError it replaces), so library callers that caught those still do. The CLI
+catches `RagspanError` once and prints `error: <message>` (with --verbose, its traceback
+first); nothing else maps exceptions to exit codes.
 """
 
 from __future__ import annotations
 
+import errno
+import os
 from pathlib import Path
 
 
@@ -76,6 +80,25 @@ class OutputBusy(RagspanError, RuntimeError):
     """Another ragspan process is writing the same results directory."""
 
     exit_code = 3
+
+
+class DiskFull(RagspanError, OSError):
+    """The results' filesystem is full (ENOSPC, EDQUOT) or a file-size limit was hit
+    (EFBIG) while writing a results directory; the previous results are left as they were."""
+
+    exit_code = 4
+
+    def __init__(self, path: str | Path, out_dir: str | Path, cause: OSError):
+        self.path, self.out_dir = str(path), str(out_dir)
+        reason = os.strerror(cause.errno) if cause.errno else str(cause)  # pyarrow's strerror is long
+        fix = "raise the file-size limit (ulimit -f)" if cause.errno == errno.EFBIG else "free space"
+        super().__init__(f"{self.path}: {reason.lower()} while writing results; "
+                         f"the previous results in {self.out_dir} are unchanged: {fix} and re-run")
+        self.errno = cause.errno  # as an OSError would have it; str() stays the message
+        self._cause = (cause.errno, reason)
+
+    def __reduce__(self):  # pickles (Prefect states, Dask) rebuild it from its own arguments
+        return (type(self), (self.path, self.out_dir, OSError(*self._cause)))
 
 
 class InitError(RagspanError, RuntimeError):

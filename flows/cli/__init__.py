@@ -2,7 +2,9 @@
 module of this package (or flows/serve.py) exposing `register(subparsers)`.
 
 Exit codes: 0 ok, 1 failure, 2 bad input or usage, 3 the output directory is being
-written by another run — carried by the exceptions themselves (tasks/errors.py).
+written by another run, 4 no space left writing results — carried by the exceptions
+themselves (tasks/errors.py), each printed as one `error: ` line (its traceback, too,
+only with --verbose).
 
 Start-up time: building the parser imports only the command modules, which import only
 the standard library at module level (pandas, Prefect, pydantic are imported inside the
@@ -13,7 +15,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
+import traceback
 from pathlib import Path
 
 DEFAULT_PARAMS = Path("params.yaml")
@@ -78,20 +82,36 @@ def _all_subparsers(p: argparse.ArgumentParser) -> list[argparse.ArgumentParser]
     return found
 
 
+# Prefect logs a flow's or task's exception with its traceback on these loggers.
+_RUN_LOGGERS = ("prefect.flow_runs", "prefect.task_runs", "prefect.engine")
+
+
+def quiet_prefect_tracebacks(quiet: bool) -> None:
+    """Without --verbose an expected error is reported once, by `main`, not also as a
+    Prefect log with a traceback. Setting the loggers' levels is not enough on its own:
+    `import prefect` (later, inside the command) re-applies Prefect's logging config,
+    which resets them; its environment overrides survive that, and reach Dask workers."""
+    level = logging.CRITICAL if quiet else logging.NOTSET
+    for name in _RUN_LOGGERS:
+        logging.getLogger(name).setLevel(level)
+        if name != "prefect.engine":  # the two that Prefect's config sets
+            env = "PREFECT_LOGGING_LOGGERS_" + name.upper().replace(".", "_") + "_LEVEL"
+            os.environ[env] = logging.getLevelName(level)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from ragspan.flows.runtime import configure_prefect
     from ragspan.tasks.errors import RagspanError
 
     configure_prefect()
-    if not args.verbose:
-        # A bad input or judge failure is reported once, below, not as a Prefect traceback.
-        for name in ("prefect.flow_runs", "prefect.task_runs", "prefect.engine"):
-            logging.getLogger(name).setLevel(logging.CRITICAL)
+    quiet_prefect_tracebacks(not args.verbose)
 
     try:
         return args.func(args)
     except RagspanError as exc:  # every expected failure carries its own exit code
+        if args.verbose:  # else the one line below is all: no traceback, here or in Prefect's logs
+            traceback.print_exc()
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:

@@ -2,11 +2,13 @@
 
 Everything is written into a fresh sibling temp directory, fsynced, then swapped in
 with renames; a crash leaves either the previous results or the new ones, plus at
-most a `.tmp-*` directory that the next run removes.
+most a `.tmp-*` directory that the next run removes. A full disk (or a file-size
+limit) while writing is `DiskFull`, naming the file: the previous results stay.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import os
@@ -17,7 +19,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ragspan.tasks.config import state_dir
-from ragspan.tasks.errors import OutputBusy
+from ragspan.tasks.errors import DiskFull, OutputBusy
+
+# No room for a file: the filesystem is full, a quota is used up, or a file-size limit.
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
 def write_atomic_dir(out_dir: Path, writers: dict[str, Callable[[Path], None]]) -> Path:
@@ -26,22 +31,25 @@ def write_atomic_dir(out_dir: Path, writers: dict[str, Callable[[Path], None]]) 
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     for stale in out_dir.parent.glob(f".{out_dir.name}.tmp-*"):
         shutil.rmtree(stale, ignore_errors=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
+    with _room_for(out_dir.parent, out_dir):
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
     # mkdtemp makes the directory 0700; the results are for a team (or a web server) to
     # read, so they get the mode any new directory would get under the process's umask.
     os.chmod(tmp, 0o777 & ~_umask())
     try:
         for name, write in writers.items():
-            write(tmp / name)
-            if (tmp / name).is_file():  # a writer may also produce a directory (an index)
-                with open(tmp / name, "rb") as fh:
-                    os.fsync(fh.fileno())
+            with _room_for(out_dir / name, out_dir):  # named as the file it was to become
+                write(tmp / name)
+                if (tmp / name).is_file():  # a writer may also produce a directory (an index)
+                    with open(tmp / name, "rb") as fh:
+                        os.fsync(fh.fileno())
         old = out_dir.parent / f".{out_dir.name}.tmp-old"
         if out_dir.is_dir():
             # Keep what others put there: DVC's .gitignore for the outs in this directory.
             for hidden in out_dir.glob(".*"):
                 if hidden.is_file() and hidden.name not in writers:
-                    shutil.copy2(hidden, tmp / hidden.name)
+                    with _room_for(hidden, out_dir):
+                        shutil.copy2(hidden, tmp / hidden.name)
         if out_dir.exists():
             os.replace(out_dir, old)
         os.replace(tmp, out_dir)
@@ -50,6 +58,17 @@ def write_atomic_dir(out_dir: Path, writers: dict[str, Callable[[Path], None]]) 
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return out_dir
+
+
+@contextmanager
+def _room_for(path: Path, out_dir: Path) -> Iterator[None]:
+    """An OSError for want of room (_NO_SPACE) becomes DiskFull naming `path`."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno in _NO_SPACE and not isinstance(exc, DiskFull):
+            raise DiskFull(path, out_dir, exc) from exc
+        raise
 
 
 def _umask() -> int:
