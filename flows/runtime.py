@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Self
 
 from ragspan.tasks.state import state_dir
 
@@ -33,3 +34,105 @@ def configure_prefect() -> None:
     # Prefect creates only the last path component of its home; the SQLite database of
     # the temporary server then fails to open and startup times out.
     Path(os.environ["PREFECT_HOME"]).mkdir(parents=True, exist_ok=True)
+
+
+def api_answers(api_url: str, timeout: float = 2.0) -> bool:
+    """Anything answers GET {api}/health (an HTTP error counts: Prefect Cloud wants a key)."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(api_url.rstrip("/") + "/health", timeout=timeout):
+            return True
+    except urllib.error.HTTPError:
+        return True
+    except (OSError, ValueError):
+        return False
+
+
+class ApiWatch:
+    """Notice a Prefect API that dies during a run, and keep Prefect from waiting on it.
+
+    Why: when the server is killed mid-run, every later API call retries with exponential
+    backoff (PREFECT_CLIENT_MAX_RETRIES: ~60 s per call), and at interpreter exit Prefect
+    drains its events and API-log queues against the dead API (~7 s per queued event,
+    hundreds of them, a traceback each): the process never ends and a CI job hangs.
+    So a daemon thread checks GET /health every `interval` s; after `misses` failures in
+    a row it sets the client retries to 0 in the settings the run uses (later calls fail
+    at once) and, when `quiet`, silences Prefect's and ragspan's loggers (the command says
+    what happened in one line). When the run ends, `drop_backlog` discards what the
+    workers still hold."""
+
+    def __init__(self, api_url: str, quiet: bool = True, interval: float = 2.0, misses: int = 2) -> None:
+        self.url, self.quiet, self.interval, self.misses = api_url, quiet, interval, misses
+        self.dead = False
+        self._stop = None
+        self._settings: list = []
+
+    def __enter__(self) -> Self:
+        import threading
+
+        import prefect.context
+        from prefect.settings import get_current_settings
+
+        # The settings of this thread's context (the flow runs here) and the global ones
+        # (Prefect's worker threads), changed in place from the watch thread.
+        self._settings = [get_current_settings(), prefect.context.GLOBAL_SETTINGS_CONTEXT.settings]
+        self._stop = threading.Event()
+        threading.Thread(target=self._watch, name="ragspan-api-watch", daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        # A server that died in the last seconds of the run, not yet noticed by the watch,
+        # would still leave its events to be drained at exit.
+        if not self.dead and not api_answers(self.url):
+            self._mark_dead()
+        if self.dead:
+            self.drop_backlog()
+
+    def _watch(self) -> None:
+        missed = 0
+        while not self._stop.wait(self.interval):
+            missed = 0 if api_answers(self.url) else missed + 1
+            if missed >= self.misses:
+                self._mark_dead()
+                return
+
+    def _mark_dead(self) -> None:
+        self.dead = True
+        for settings in self._settings:
+            settings.client.max_retries = 0
+            if self.quiet:  # Prefect's concurrency loggers ignore logger levels, not this
+                settings.internal.logging_level = "CRITICAL"
+        if self.quiet:
+            import logging
+
+            for name in [*logging.root.manager.loggerDict, "prefect", "ragspan"]:
+                if name.split(".")[0] in ("prefect", "ragspan"):
+                    logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+
+    @staticmethod
+    def drop_backlog(timeout: float = 15.0) -> None:
+        """Discard the events and logs Prefect's workers still hold, stop the workers, and
+        wait at most `timeout` s for the item each is sending now. Past that, the process
+        would hang at exit, waiting on them: flush the output and end it."""
+        import queue
+        import sys
+
+        from prefect._internal.concurrency.services import _QueueServiceBase
+
+        with _QueueServiceBase._instance_cache_lock:
+            services = list(_QueueServiceBase._instances.values())
+        for service in services:
+            try:
+                while True:
+                    service._queue.get_nowait()
+                    service._queue.task_done()
+            except queue.Empty:
+                pass
+        _, pending = _QueueServiceBase.drain_all(timeout=timeout, at_exit=False)
+        if pending:
+            print("error: Prefect's event workers did not stop; exiting now", file=sys.stderr, flush=True)
+            sys.stdout.flush()
+            os._exit(1)  # a last resort: the results are written and the output flushed

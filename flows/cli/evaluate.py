@@ -119,8 +119,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     with verbose.timed("find or start the Prefect server"):
         url, how = local_server.ensure_server(log=lambda m: print(m, file=sys.stderr))
     verbose.server(url, how)
+    from ragspan.flows.runtime import api_answers
+    from ragspan.tasks.errors import NoServer
+
+    if url and not api_answers(url):  # else every Prefect call retries for a minute, then a traceback
+        raise NoServer(f"the Prefect API at {url} does not answer: start its server, or unset "
+                       "PREFECT_API_URL (ragspan then starts a local one)")
     with local_server.in_use() if how in ("reused", "started") else contextlib.nullcontext():
-        metrics = _run_flow(args, settings, ws, data, run, out, overrides, verbose)
+        metrics = _run_flow(args, settings, ws, data, run, out, overrides, verbose, url)
     if args.json:
         print(json.dumps({k: metrics[k] for k in ("run", "claims", "judged", "unjudged", "labels")}))
         return 0
@@ -139,11 +145,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_flow(args, settings, ws, data: str, run: str, out: str, overrides: dict, verbose: Verbose) -> dict:
+def _run_flow(args, settings, ws, data: str, run: str, out: str, overrides: dict, verbose: Verbose,
+              api_url: str | None = None) -> dict:
     with verbose.timed("import the flow"):
         from ragspan.flows import progress
         from ragspan.flows.evaluate import evaluate
         from ragspan.flows.runners import task_runner
+        from ragspan.flows.runtime import ApiWatch
+        from ragspan.tasks.errors import RagspanError
         from ragspan.tasks.io.load import hand_over
 
     verbose.index_state(ws)
@@ -154,10 +163,19 @@ def _run_flow(args, settings, ws, data: str, run: str, out: str, overrides: dict
     with progress.activate(reporter), verbose.step_timings(), verbose.timed("the evaluate flow"):
         reporter.start(run, len(ws.answers), -(-len(ws.answers) // shard_size))
         runner = task_runner(args.task_runner, settings.pipeline.shard_concurrency, args.dask_address)
-        with _without_heartbeat():
-            metrics = evaluate.with_options(task_runner=runner)(
-                data_dir=data, run=run, out_dir=out, params_path=params_path(args.params), overrides=overrides,
-                compare_to=args.compare_to)
+        with _without_heartbeat(), (ApiWatch(api_url, not args.verbose) if api_url else contextlib.nullcontext()) as watch:
+            try:
+                metrics = evaluate.with_options(task_runner=runner)(
+                    data_dir=data, run=run, out_dir=out, params_path=params_path(args.params),
+                    overrides=overrides, compare_to=args.compare_to)
+            except Exception as exc:
+                if watch and watch.dead:  # one line instead of Prefect's tracebacks
+                    raise RagspanError(f"the Prefect API at {api_url} stopped answering during the run "
+                                       f"({type(exc).__name__}); results in {out}/ may be incomplete") from None
+                raise
+        if watch and watch.dead:
+            print(f"warning: the Prefect API at {api_url} stopped answering during the run; results "
+                  f"written to {out}/, but the Prefect UI lacks part of this run", file=sys.stderr, flush=True)
         reporter.done(metrics["claims"], {k: v["count"] for k, v in metrics["labels"].items()})
     return metrics
 

@@ -1,0 +1,111 @@
+"""`ragspan evaluate` when its Prefect server dies: a real `prefect server start`, killed
+with SIGKILL while the run goes on (or before it starts). The run must finish or stop
+on its own, say what happened in one line, and exit promptly — not retry every queued
+Prefect event against the dead API (flows/runtime.py: skip_prefect_drain_if_api_down)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, SAMPLE
+from tests.servers import BIN, CLI, clean_env, free_port, healthy, wait_for
+
+EXIT_BOUND_S = 60  # after the kill; the command itself should need well under 30 s
+
+
+def _start_server(tmp: Path, env: dict[str, str]) -> tuple[subprocess.Popen, str]:
+    """`prefect server start` itself (no wrapper) in its own session, so SIGKILL to its
+    process group kills the whole server at once, as a crash or OOM kill would."""
+    port = free_port()
+    api = f"http://127.0.0.1:{port}/api"
+    log = open(tmp / "server.log", "w")  # noqa: SIM115 (the child holds it)
+    proc = subprocess.Popen([str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+                            env={**env, "PREFECT_HOME": str(tmp / "prefect-home")}, stdout=log,
+                            stderr=subprocess.STDOUT, start_new_session=True, cwd=tmp)
+    log.close()
+    try:
+        wait_for(lambda: healthy(api) or proc.poll() is not None, 120, "the Prefect server")
+        assert proc.poll() is None, (tmp / "server.log").read_text()[-3000:]
+    except BaseException:
+        _kill(proc)
+        raise
+    return proc, api
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    proc.wait(timeout=30)
+
+
+def _evaluate(tmp: Path, env: dict[str, str], api: str) -> subprocess.Popen:
+    run_env = {**env, "PREFECT_API_URL": api, "RAGSPAN_HOME": str(tmp / "home")}
+    return subprocess.Popen([sys.executable, "-c", CLI, "evaluate", "--data", str(SAMPLE), "--run", "baseline",
+                             "--out", str(tmp / "out"), "--progress", "none"],
+                            cwd=REPO, env=run_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _flow_started(tmp: Path, pid: int) -> bool:
+    """The flow holds its output lock (tasks/io/outputs.py), which records the pid."""
+    locks = tmp / "home" / "locks"
+    return locks.is_dir() and any(p.read_text().strip() == f"pid {pid}" for p in locks.glob("*.lock"))
+
+
+def _check_quiet_exit(proc: subprocess.Popen, killed_at: float, tmp: Path) -> tuple[int, str]:
+    try:
+        _, err = proc.communicate(timeout=EXIT_BOUND_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+        pytest.fail(f"evaluate still running {EXIT_BOUND_S} s after the server died; stderr tail:\n{err[-3000:]}")
+    delay = time.monotonic() - killed_at
+    print(f"evaluate exited {proc.returncode} {delay:.1f} s after the kill; stderr:\n{err}", file=sys.stderr)
+    assert err.count("Traceback") <= 1, err[-3000:]
+    assert len(err.strip().splitlines()) <= 2, err[-3000:]
+    assert "Prefect" in err and "API" in err, err  # one line says what happened
+    if proc.returncode == 0:
+        for name in ("report.html", "summary.md", "taxonomy.png"):
+            assert (tmp / "out" / name).exists(), name
+    return proc.returncode, err
+
+
+def test_server_killed_during_evaluate(tmp_path):
+    env = clean_env(tmp_path)
+    server, api = _start_server(tmp_path, env)
+    proc = None
+    try:
+        proc = _evaluate(tmp_path, env, api)
+        wait_for(lambda: _flow_started(tmp_path, proc.pid) or proc.poll() is not None, 120, "the flow to start")
+        assert proc.poll() is None, proc.communicate()
+        _kill(server)
+        assert not healthy(api)
+        killed_at = time.monotonic()
+        _, err = _check_quiet_exit(proc, killed_at, tmp_path)
+        assert "stopped answering during the run" in err, err
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        _kill(server)
+
+
+def test_server_dead_before_evaluate(tmp_path):
+    env = clean_env(tmp_path)
+    server, api = _start_server(tmp_path, env)
+    _kill(server)
+    assert not healthy(api)
+    killed_at = time.monotonic()
+    proc = _evaluate(tmp_path, env, api)
+    code, err = _check_quiet_exit(proc, killed_at, tmp_path)
+    assert code == 2 and "does not answer" in err, (code, err)  # before any flow: nothing half-done
+    assert not (tmp_path / "out").exists()
