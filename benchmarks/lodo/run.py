@@ -117,19 +117,23 @@ def lodo(rows: F.Rows, design: str) -> dict[str, dict]:
     return out
 
 
+def plain_probability(model: dict, X: np.ndarray, empty: np.ndarray) -> np.ndarray:
+    """P(supported) of the regression in `model` alone: no short-circuit, no rules."""
+    lin, (a, b) = model["supported"]["model"], model["supported"]["platt"]
+    cols = [F.AT[f] for f in model["features"]]
+    z = ((X[:, cols] - np.asarray(lin["mean"])) / np.asarray(lin["scale"])) @ np.asarray(lin["coef"])
+    p = 1 / (1 + np.exp(-(a * (z + lin["intercept"]) + b)))
+    p[empty] = 0.0
+    return p
+
+
 def lr7_plain(rows: F.Rows) -> dict[str, dict]:
     """Baseline (b): the 7-feature regression alone, P >= 0.5, calibrated as the designs."""
     sets, X, y, empty = rows.arrays()
-    cols = [F.AT[f] for f in F.LR7]
     out = {}
     for name in S.SETS:
         test = sets == name
-        m = F.fit_model(rows, ~test, "lr7")
-        lin = m["supported"]["model"]
-        a, b = m["supported"]["platt"]
-        z = ((X[test][:, cols] - np.asarray(lin["mean"])) / np.asarray(lin["scale"])) @ np.asarray(lin["coef"])
-        p = 1 / (1 + np.exp(-(a * (z + lin["intercept"]) + b)))
-        p[empty[test]] = 0.0
+        p = plain_probability(F.fit_model(rows, ~test, "lr7"), X[test], empty[test])
         out[name] = scores(p, p >= 0.5, y[test])
     return out
 
@@ -189,16 +193,7 @@ def _fit_single(rows: F.Rows, keep: np.ndarray, design: str) -> dict:
 def planted_plain(rows_all: F.Rows, items: list[P.Planted]) -> dict[str, dict]:
     """Baseline (b) on the planted family: the 7-feature regression alone, P >= 0.5."""
     m = F.fit_model(rows_all, np.ones(len(rows_all.y), bool), "lr7")
-    lin, (a, b) = m["supported"]["model"], m["supported"]["platt"]
-    cols = [F.AT[f] for f in F.LR7]
-
-    def predict(X: np.ndarray, empty: np.ndarray) -> np.ndarray:
-        z = ((X[:, cols] - np.asarray(lin["mean"])) / np.asarray(lin["scale"])) @ np.asarray(lin["coef"])
-        p = 1 / (1 + np.exp(-(a * (z + lin["intercept"]) + b)))
-        p[empty] = 0.0
-        return p >= 0.5
-
-    return planted_with(predict, items)
+    return planted_with(lambda X, empty: plain_probability(m, X, empty) >= 0.5, items)
 
 
 def planted(rows_all: F.Rows, design: str, items: list[P.Planted]) -> dict[str, dict]:
