@@ -66,6 +66,24 @@ class ClaimText(BaseModel):
     end: int | None = Field(None, ge=0)
 
 
+MarkKind = Literal["unsupported", "contradicted"]
+
+
+class ClaimMark(BaseModel):
+    """Characters of a claim that a passage does not support: `unsupported` (the passage
+    does not say it) or `contradicted` (the passage says something else, at
+    `evidence_start:evidence_end` in the passage's own coordinates). Offsets are code
+    points into the claim text; `claim[start:end]` is the marked text."""
+
+    model_config = ConfigDict(frozen=True)
+
+    start: int = Field(ge=0)
+    end: int = Field(ge=0)
+    kind: MarkKind
+    evidence_start: int | None = Field(None, ge=0)
+    evidence_end: int | None = Field(None, ge=0)
+
+
 class Verdict(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -78,6 +96,8 @@ class Verdict(BaseModel):
     # local judge; derived from the model's stated confidence for an LLM judge).
     support: float | None = Field(None, ge=0, le=1)
     decided_by: str | None = None  # the judge kind that gave it (a cascade has two); None = the spec's
+    # What of the claim this passage leaves unsupported or contradicts (answer spans).
+    marks: tuple[ClaimMark, ...] = ()
 
 
 class JudgeFailure(BaseModel):
