@@ -47,7 +47,8 @@ def evaluate_shard(shard: Shard, spec: JudgeSpec, index_dir: str, top_k: int, th
     judged = step.run(validate_offsets, step.run(extract, claims, shard.passages, spec, code), code)
     hits = step.run(corpus_search, claims, judged, shard.passages, index_dir, top_k, thr, code)
     searched = step.run(validate_offsets, step.run(extract, claims, hits, spec, code), code)
-    return step.result(claims, judged, searched, step.run(diagnose, claims, judged, searched, thr, band, code))
+    return step.result(claims, judged, searched,
+                       step.run(diagnose, claims, judged, searched, shard.answers, thr, band, code))
 
 
 @flow(name="evaluate", log_prints=False,

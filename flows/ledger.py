@@ -82,11 +82,13 @@ class StepLedger:
     def summary(self) -> dict[str, dict[str, int]]:
         return {name: dict(counts) for name, counts in self.states.items()}
 
-    def result(self, claims: Any, judged: Any, searched: Any, diagnoses: Any) -> ShardResult:
-        """What the shard hands on: its output tables, stats, task states, answers to retry."""
+    def result(self, claims: Any, judged: Any, searched: Any, diagnosed: Any) -> ShardResult:
+        """What the shard hands on: its output tables, stats, task states, answers to retry.
+        `diagnosed`: the diagnose step's (diagnoses, answer spans)."""
         both = pd.concat([judged, searched], ignore_index=True)
+        diagnoses, answer_spans = diagnosed
         return ShardResult(claims, spans_from_judgements(both), diagnoses, self.stats, self.summary(),
-                           answers_to_retry(claims, both))
+                           answers_to_retry(claims, both), answer_spans)
 
 
 def _had_judge_errors(result: Any) -> bool:

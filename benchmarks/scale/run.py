@@ -177,7 +177,7 @@ def child_steps(ws: Path, home: Path) -> dict:
         hits_for_claims,
     )
     from ragspan.tasks.steps.decompose import claims_for_answers
-    from ragspan.tasks.steps.diagnose import diagnoses_for_claims
+    from ragspan.tasks.steps.diagnose import diagnose_claims
     from ragspan.tasks.steps.extract import candidates_for_claims
     from ragspan.tasks.steps.validate_offsets import (
         judgements_from_candidates,
@@ -197,7 +197,7 @@ def child_steps(ws: Path, home: Path) -> dict:
     w = t("load", load_workspace, ws, "scale", 800, 100, 3)
     index = str(t("build-index", build_index_dir, w.chunks, w.corpus, home / "index"))
     shards = t("shards", lambda: shards_of(w.answers, passages_for(w), settings.pipeline.shard_size))
-    claims_all, judged_all, diag_all = [], [], []
+    claims_all, judged_all, diag_all, marked_all = [], [], [], []
     for sh in shards:
         judge = make_judge(spec)
         claims, _ = t("decompose", claims_for_answers, sh.answers, judge)
@@ -212,9 +212,10 @@ def child_steps(ws: Path, home: Path) -> dict:
         hits = t("corpus-search", search)
         cand2, _ = t("extract", candidates_for_claims, claims, hits, judge)
         searched, _ = t("validate-offsets", judgements_from_candidates, cand2)
-        diag = t("diagnose", diagnoses_for_claims, claims, [judged, searched], thr,
-                 settings.judge.uncertainty_band)
+        diag, marked = t("diagnose", diagnose_claims, claims, [judged, searched], thr,
+                         settings.judge.uncertainty_band, sh.answers[["question_id", "answer"]])
         claims_all.append(claims)
+        marked_all.append(marked)
         judged_all += [judged, searched]
         diag_all.append(diag)
     out = Path(tempfile.mkdtemp(prefix="ragspan-scale-report-"))
@@ -222,7 +223,8 @@ def child_steps(ws: Path, home: Path) -> dict:
         t("report", lambda: write_results(out / "r", "scale", pd.concat(claims_all, ignore_index=True),
                                           spans_from_judgements(pd.concat(judged_all, ignore_index=True)),
                                           pd.concat(diag_all, ignore_index=True), w.answers, w.retrieved,
-                                          w.corpus, w.questions, {"calls": 0, "task_states": {}}, {}))
+                                          w.corpus, w.questions, {"calls": 0, "task_states": {}}, {},
+                                          answer_spans=pd.concat(marked_all, ignore_index=True)))
     finally:
         shutil.rmtree(out, ignore_errors=True)
     return {k: round(v, 2) for k, v in times.items()}

@@ -1,8 +1,12 @@
 """`ragspan explain RESULTS ID`: one claim's diagnosis in the terminal — the claim, its
-label and reason, the deciding evidence with the quote highlighted inside its document,
-and the other evidence the judge saw. ID is a claim id (`q07:c1`) or a question id (every
-claim of that answer). The document text comes from the data directory the manifest
-names (found as `ragspan compare` finds it); without it only the quotes are shown."""
+label and reason, the words no evidence supports marked in it, the deciding evidence with
+the quote highlighted inside its document, and the other evidence the judge saw. ID is a
+claim id (`q07:c1`) or a question id (every claim of that answer, the answer's marked
+text first). The document text comes from the data directory the manifest names (found
+as `ragspan compare` finds it); without it only the quotes are shown.
+
+Marks in plain text (no colour needed): `[?words]` no evidence supports these words,
+`[!words ≠ what the evidence says]` the evidence contradicts them."""
 
 from __future__ import annotations
 
@@ -50,11 +54,48 @@ def _evidence_line(row) -> str:
     return f"{row['verdict']}{conf} · {row['doc_id']}{span} · chunk {row['chunk_id']} · {where}"
 
 
-def explain_claim(diag, spans, claims, texts: dict[str, str] | None, width: int, color: bool) -> str:
+def with_marks(text: str, offset: int, marks: list[dict], color: bool) -> str:
+    """`text` (which starts at `offset` in the answer) with its answer spans marked; a
+    span that is not where its offsets say is left out (never a wrong mark)."""
+    out, at = [], 0
+    for m in sorted(marks, key=lambda m: int(m["answer_start"])):
+        s, e = int(m["answer_start"]) - offset, int(m["answer_end"]) - offset
+        if s < at or e > len(text) or text[s:e] != m["text"]:
+            continue
+        out.append(text[at:s])
+        if m["kind"] == "contradicted":
+            said = "" if _missing(m.get("evidence_text")) else f" ≠ {' '.join(str(m['evidence_text']).split())}"
+            out.append(f"\033[1;31m[!{text[s:e]}{said}]{_OFF}" if color else f"[!{text[s:e]}{said}]")
+        else:
+            out.append(f"\033[4;31m[?{text[s:e]}]{_OFF}" if color else f"[?{text[s:e]}]")
+        at = e
+    out.append(text[at:])
+    return "".join(out)
+
+
+def marked_answer(claims_of_answer: list[dict], marks: list[dict], color: bool) -> str:
+    """The answer's claims in order, each with its marks (what `explain QUESTION_ID` leads with)."""
+    parts = []
+    for c in claims_of_answer:
+        a0 = c.get("answer_start")
+        mine = [m for m in marks if m["claim_id"] == c["claim_id"]]
+        parts.append(with_marks(c["claim"], int(a0), mine, color) if not _missing(a0) else c["claim"])
+    return " ".join(parts)
+
+
+def explain_claim(diag, spans, claims, texts: dict[str, str] | None, width: int, color: bool,
+                  marks: list[dict] | None = None) -> str:
     out = []
     cid = diag["claim_id"]
     out.append(f"claim {cid} (question {diag['question_id']}, run {diag['run']})")
-    out.append(textwrap.indent(textwrap.fill(diag["claim"], 96), "  "))
+    a0 = diag.get("answer_start")
+    shown = with_marks(diag["claim"], int(a0), marks or [], color) if marks and not _missing(a0) else diag["claim"]
+    out.append(textwrap.indent(textwrap.fill(shown, 96), "  "))
+    if marks:
+        chars = diag.get("unsupported_chars")
+        out.append(f"  not supported: {len(marks)} span(s)"
+                   + ("" if _missing(chars) else f", {int(chars)} characters"
+                      f" ({float(diag.get('unsupported_share') or 0):.0%} of the claim)"))
     question = claims.loc[claims["claim_id"] == cid, "question"]
     if len(question) and isinstance(question.iloc[0], str):
         out.append(f"  question: {question.iloc[0]}")
@@ -112,6 +153,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
     diagnoses = pd.read_parquet(results / "diagnoses.parquet")
     spans = pd.read_parquet(results / "spans.parquet")
     claims = pd.read_parquet(results / "claims.parquet")
+    marked = results / "answer_spans.parquet"
+    answer_spans = pd.read_parquet(marked) if marked.is_file() else None  # results before answer spans: none
     rows = diagnoses[diagnoses["claim_id"] == args.id]
     if not len(rows):
         rows = diagnoses[diagnoses["question_id"] == args.id]
@@ -125,14 +168,27 @@ def cmd_explain(args: argparse.Namespace) -> int:
         records = []
         for _, d in rows.iterrows():
             records.append({"diagnosis": _plain(d.to_dict()),
-                            "evidence": [_plain(r) for r in spans[spans["claim_id"] == d["claim_id"]].to_dict("records")]})
+                            "evidence": [_plain(r) for r in spans[spans["claim_id"] == d["claim_id"]].to_dict("records")],
+                            "answer_spans": [_plain(r) for r in _marks_of(answer_spans, d["claim_id"])]})
         print(json.dumps(records, indent=2, ensure_ascii=False, default=str))
         return 0
-    blocks = [explain_claim(d.to_dict(), spans, claims, texts, args.context, color) for _, d in rows.iterrows()]
+    blocks = [explain_claim(d.to_dict(), spans, claims, texts, args.context, color,
+                            _marks_of(answer_spans, d["claim_id"])) for _, d in rows.iterrows()]
+    if len(rows) > 1 or args.id == rows["question_id"].iloc[0]:
+        ordered = rows.sort_values("answer_start", na_position="last").to_dict("records")
+        marks = [m for cid in rows["claim_id"] for m in _marks_of(answer_spans, cid)]
+        blocks.insert(0, "answer (its claims in order; [?…] unsupported, [!… ≠ …] contradicted):\n"
+                      + textwrap.indent(textwrap.fill(marked_answer(ordered, marks, color), 96), "  "))
     if texts is None:
         blocks.append("(document text not available: quotes shown without their context)")
     print(("\n\n").join(blocks))
     return 0
+
+
+def _marks_of(answer_spans, claim_id: str) -> list[dict]:
+    if answer_spans is None:
+        return []
+    return answer_spans[answer_spans["claim_id"] == claim_id].to_dict("records")
 
 
 def _plain(d: dict) -> dict:

@@ -31,7 +31,12 @@ from pathlib import Path
 from ragspan.tasks.core.taxonomy import COLORS as LABEL_COLORS
 from ragspan.tasks.core.taxonomy import LABELS
 from ragspan.tasks.errors import InitError
-from ragspan.tasks.reporting.results_files import BY_METADATA_FILE, MANIFEST_FILE, RUN_FILE
+from ragspan.tasks.reporting.results_files import (
+    ANSWER_CHARS_FILE,
+    BY_METADATA_FILE,
+    MANIFEST_FILE,
+    RUN_FILE,
+)
 
 # What both bar-chart templates share (a DVC plot template is a Vega-Lite spec).
 _BAR_CHART: dict = {
@@ -84,9 +89,9 @@ PLOT_TEMPLATES: dict[str, dict] = {
 # metrics.json, taxonomy.csv (git-tracked metrics/plots) and manifest.json (a git-tracked
 # out: `ragspan compare` reads it at any revision). ragspan's own dvc.yaml lists the same
 # files; tests check both against what a real run writes.
-CACHED_OUTS = ("claims.parquet", "spans.parquet", "diagnoses.parquet", "report.html", "summary.md",
-               "taxonomy.svg", "taxonomy.png", "ranks.svg", "ranks.png", "by_metadata.svg",
-               "by_metadata.png", BY_METADATA_FILE, RUN_FILE)
+CACHED_OUTS = ("claims.parquet", "spans.parquet", "diagnoses.parquet", "answer_spans.parquet", "report.html",
+               "summary.md", "taxonomy.svg", "taxonomy.png", "ranks.svg", "ranks.png", "by_metadata.svg",
+               "by_metadata.png", BY_METADATA_FILE, ANSWER_CHARS_FILE, RUN_FILE)
 TRACKED_OUTS = (MANIFEST_FILE,)
 
 # The offline DVC plots page (Vega inlined; scripts/vendor-vega builds it), copied to

@@ -134,6 +134,10 @@ class Candidates(pa.DataFrameModel):
     reason: Series[str] = pa.Field(nullable=True)
     error: Series[str] = pa.Field(nullable=True)
     decided_by: Series[str] = pa.Field(nullable=True, isin=list(JUDGE_KINDS))  # which judge gave it
+    # What of the claim this passage leaves unsupported or contradicts: JSON
+    # [[start, end, kind, evidence_start, evidence_end], ...] in claim coordinates, the
+    # evidence in the passage's (tasks/core/answer_spans.py); null when there is none.
+    marks: Series[str] = pa.Field(nullable=True)
 
     class Config:
         strict = True
@@ -164,6 +168,7 @@ class Judgements(pa.DataFrameModel):
     reason: Series[str] = pa.Field(nullable=True)
     error: Series[str] = pa.Field(nullable=True)
     decided_by: Series[str] = pa.Field(nullable=True, isin=list(JUDGE_KINDS))
+    marks: Series[str] = pa.Field(nullable=True)  # as in Candidates, the evidence in document coordinates
 
     class Config:
         strict = True
@@ -227,12 +232,53 @@ class Diagnoses(pa.DataFrameModel):
     uncertain: Series[bool]
     # The judge whose verdicts decided the label (a cascade: local or openai).
     decided_by: Series[str] = pa.Field(nullable=True, isin=list(JUDGE_KINDS))
+    # Characters of the claim (in the answer) that no judged evidence supports or that it
+    # contradicts — the answer spans' total — and their share of the claim's characters;
+    # null for unjudged claims and claims not located in their answer. (Optional: results
+    # written before answer spans existed lack them.)
+    unsupported_chars: Series[pd.Int64Dtype] | None = pa.Field(nullable=True, ge=0)
+    unsupported_share: Series[float] | None = pa.Field(nullable=True, ge=0, le=1)
     byte_start: Series[pd.Int64Dtype] | None = pa.Field(nullable=True, ge=0)
     byte_end: Series[pd.Int64Dtype] | None = pa.Field(nullable=True, ge=0)
 
     class Config:
         strict = True
         coerce = True
+
+
+ANSWER_SPAN_KINDS = ("unsupported", "contradicted")
+
+
+class AnswerSpans(pa.DataFrameModel):
+    """The characters of an answer its evidence does not support, for every claim that is
+    not `correct` (and every uncertain one): `answer[answer_start:answer_end] == text`
+    always (code points; answer_byte_* are the UTF-8 byte offsets). A `contradicted` span
+    names the evidence that says otherwise: `corpus[doc_id].text[char_start:char_end] ==
+    evidence_text`."""
+
+    run: Series[str]
+    question_id: Series[str]
+    claim_id: Series[str]
+    answer_start: Series[int] = pa.Field(ge=0)
+    answer_end: Series[int] = pa.Field(ge=0)
+    text: Series[str] = pa.Field(str_length={"min_value": 1})
+    kind: Series[str] = pa.Field(isin=list(ANSWER_SPAN_KINDS))
+    doc_id: Series[str] = pa.Field(nullable=True)
+    char_start: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0)
+    char_end: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0)
+    evidence_text: Series[str] = pa.Field(nullable=True)
+    answer_byte_start: Series[pd.Int64Dtype] | None = pa.Field(ge=0)
+    answer_byte_end: Series[pd.Int64Dtype] | None = pa.Field(ge=0)
+    byte_start: Series[pd.Int64Dtype] | None = pa.Field(nullable=True, ge=0)
+    byte_end: Series[pd.Int64Dtype] | None = pa.Field(nullable=True, ge=0)
+
+    class Config:
+        strict = True
+        coerce = True
+
+    @pa.dataframe_check
+    def end_after_start(cls, df: pd.DataFrame) -> Series[bool]:
+        return df["answer_end"] > df["answer_start"]
 
 
 def records(frame: pd.DataFrame, missing_as_none: bool = False) -> list[dict]:
@@ -254,7 +300,13 @@ def _as_list(column: pd.Series, missing_as_none: bool) -> list:
     return values
 
 
-def table(rows: list[dict], model: type[pa.DataFrameModel]) -> pd.DataFrame:
-    """Rows → a DataFrame with exactly `model`'s columns, coerced and validated."""
-    columns = list(model.to_schema().columns)
+# Columns added only when the outputs are written (UTF-8 byte offsets): optional in the
+# models, absent from the tables the steps pass on.
+WRITE_ONLY = ("byte_start", "byte_end", "answer_byte_start", "answer_byte_end")
+
+
+def table(rows: list[dict], model: type[pa.DataFrameModel], written: bool = True) -> pd.DataFrame:
+    """Rows → a DataFrame with exactly `model`'s columns, coerced and validated;
+    `written=False`: without the WRITE_ONLY columns (a table between steps)."""
+    columns = [c for c in model.to_schema().columns if written or c not in WRITE_ONLY]
     return model.validate(pd.DataFrame(rows, columns=columns))

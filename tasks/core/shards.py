@@ -41,6 +41,15 @@ class ShardResult:
     # Answers (question ids) with a judge failure another attempt may not repeat (an
     # outage, a spent budget): never stored for reuse, so the next run tries them again.
     retry: frozenset[str] = frozenset()
+    # schemas.AnswerSpans: the characters of the answers their evidence does not support
+    # (None: none were computed — read as an empty table).
+    answer_spans: pd.DataFrame | None = None
+
+    def answer_spans_table(self) -> pd.DataFrame:
+        """The answer spans, an empty AnswerSpans table when there are none."""
+        if self.answer_spans is not None:
+            return self.answer_spans
+        return schemas.table([], schemas.AnswerSpans, written=False)
 
 
 

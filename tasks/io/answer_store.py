@@ -45,8 +45,8 @@ STORE_FORMAT = "reuse-1"  # bump when the stored tables' meaning changes
 MAX_CONTEXTS = 8
 MAX_SEGMENTS = 16  # appended per run; folded into one beyond this
 KEY = "answer_key"
-_WRITE_ONLY = ("byte_start", "byte_end")
-_TABLES = {"claims": schemas.Claims, "spans": schemas.Spans, "diagnoses": schemas.Diagnoses}
+_TABLES = {"claims": schemas.Claims, "spans": schemas.Spans, "diagnoses": schemas.Diagnoses,
+           "answer_spans": schemas.AnswerSpans}
 
 
 @dataclass(frozen=True)
@@ -124,7 +124,7 @@ def _read_store(store: Path) -> dict[str, pd.DataFrame] | None:
 
 def _empty(model: type) -> pd.DataFrame:
     """A table with the columns the steps produce (byte offsets are added only on write)."""
-    return schemas.table([], model).drop(columns=list(_WRITE_ONLY), errors="ignore")
+    return schemas.table([], model, written=False)
 
 
 def _strip(table: pd.DataFrame, model: type) -> pd.DataFrame:
@@ -137,14 +137,16 @@ def split_known(answers: pd.DataFrame, passages: pd.DataFrame, root: Path, conte
     store = root / context
     stored = _read_store(store) if enabled and store.exists() else None
     if stored is None:
-        empty = ShardResult(*(_empty(m) for m in _TABLES.values()), JudgeStats(), {})
+        claims, spans, diagnoses, answer_spans = (_empty(m) for m in _TABLES.values())
+        empty = ShardResult(claims, spans, diagnoses, JudgeStats(), {}, answer_spans=answer_spans)
         return Reuse(answers, empty, keys, str(store) if enabled else "")
     # An answer is reused only when its claims and diagnoses are both there (spans may be none).
     have = set(keys.values()) & set(stored["claims"][KEY]) & set(stored["diagnoses"][KEY])
     fresh = answers[~answers["question_id"].map(keys).isin(have)].reset_index(drop=True)
     tables = {n: _strip(t[t[KEY].isin(have)], _TABLES[n]) for n, t in stored.items()}
     os.utime(store)  # recently used: kept by the pruning in remember()
-    known = ShardResult(tables["claims"], tables["spans"], tables["diagnoses"], JudgeStats(), {})
+    known = ShardResult(tables["claims"], tables["spans"], tables["diagnoses"], JudgeStats(), {},
+                        answer_spans=tables["answer_spans"])
     return Reuse(fresh, known, keys, str(store), reused=len(answers) - len(fresh))
 
 
@@ -162,17 +164,20 @@ def merged(reuse: Reuse, answers: pd.DataFrame, results: list[ShardResult]) -> S
     claims = pd.concat([p.claims for p in parts], ignore_index=True)
     spans = pd.concat([p.spans for p in parts], ignore_index=True)
     diagnoses = pd.concat([p.diagnoses for p in parts], ignore_index=True)
+    answer_spans = pd.concat([p.answer_spans_table() for p in parts], ignore_index=True)
     question_of = dict(zip(claims["claim_id"], claims["question_id"]))
     claims = in_answer_order(claims, claims["question_id"], answers)
     spans = in_answer_order(spans, spans["claim_id"].map(question_of), answers)
     diagnoses = in_answer_order(diagnoses, diagnoses["question_id"], answers)
+    answer_spans = in_answer_order(answer_spans, answer_spans["question_id"], answers)
     stats = sum((p.stats for p in results), JudgeStats())
     states: dict[str, dict[str, int]] = {}
     for p in results:
         for name, counts in p.states.items():
             for state, n in counts.items():
                 states.setdefault(name, {})[state] = states.get(name, {}).get(state, 0) + n
-    return ShardResult(claims, spans, diagnoses, stats, states, frozenset().union(*(p.retry for p in results)))
+    return ShardResult(claims, spans, diagnoses, stats, states, frozenset().union(*(p.retry for p in results)),
+                       answer_spans)
 
 
 def remember(reuse: Reuse, run: ShardResult) -> None:
@@ -188,6 +193,7 @@ def remember(reuse: Reuse, run: ShardResult) -> None:
         "claims": run.claims.assign(**{KEY: run.claims["question_id"].map(keep)}),
         "spans": run.spans.assign(**{KEY: run.spans["claim_id"].map(question_of).map(keep)}),
         "diagnoses": run.diagnoses.assign(**{KEY: run.diagnoses["question_id"].map(keep)}),
+        "answer_spans": (a := run.answer_spans_table()).assign(**{KEY: a["question_id"].map(keep)}),
     }
     store.mkdir(parents=True, exist_ok=True)
     _write_segment(store, {name: t[t[KEY].notna()] for name, t in tagged.items()})

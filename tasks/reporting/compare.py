@@ -289,9 +289,32 @@ def compare_runs(a: Side, b: Side, force: bool = False, resamples: int = 2000, s
             "matched": len(matched), "unchanged": int(np.trace(matrix.to_numpy())),
             "only_in_a": only_a, "only_in_b": only_b,
         },
+        "answer_chars": answer_char_deltas(a.metrics, b.metrics),
         "worse": worse_claims(matched)[cols].to_dict("records"),
         "unjudged_changes": unjudged_changes(matched)[cols].to_dict("records") if len(matched) else [],
     }
+
+
+def answer_char_deltas(a: Mapping, b: Mapping) -> dict[str, dict]:
+    """Per character class of the answers (tasks/reporting/answer_chars.py), the share in
+    A and B and the change; plus `unsupported_or_contradicted`, what a gate watches.
+    Empty when either side predates the metric."""
+    sa, sb = (a.get("answer_chars") or {}).get("share"), (b.get("answer_chars") or {}).get("share")
+    if not sa or not sb:
+        return {}
+    out = {}
+    for name in (*sa, "unsupported_or_contradicted"):
+        if name == "unsupported_or_contradicted":
+            va, vb = (_bad_chars(sa), _bad_chars(sb))
+        else:
+            va, vb = sa.get(name), sb.get(name)
+        out[name] = {"a": va, "b": vb, "delta": None if va is None or vb is None else round(vb - va, 4)}
+    return out
+
+
+def _bad_chars(share: Mapping) -> float | None:
+    u, c = share.get("unsupported"), share.get("contradicted")
+    return None if u is None or c is None else round(u + c, 4)
 
 
 def _params_changed(pa: Mapping, pb: Mapping, prefix: str = "") -> dict[str, list]:
@@ -362,6 +385,11 @@ def _render(result: dict, markdown: bool, limit: int) -> str:
         lines.append("")
         lines += _grid(["group", "label", "A", "B", "Δ", "95% CI"], rows, markdown, left=2) if rows else \
             ["(no per-metadata change outside noise)"]
+    if result.get("answer_chars"):
+        lines += ["", h("Answer characters (share of all answer text)"), ""]
+        rows = [[name, _pct(r["a"]), _pct(r["b"]), "—" if r["delta"] is None else _pp(r["delta"])]
+                for name, r in result["answer_chars"].items()]
+        lines += _grid(["characters", "A", "B", "Δ"], rows, markdown)
     t = result["transitions"]
     lines += ["", h("Transitions of matched claims"), "",
               (f"{t['matched']} claims matched ({t['unchanged']} unchanged); "

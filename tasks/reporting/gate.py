@@ -7,6 +7,7 @@ RULES is a comma-separated list (the option may also be repeated); each rule is 
 | `LABEL:Npp` | LABEL's rate got worse by more than N percentage points (`correct` worse = lower, a failure label worse = higher); `any:Npp` applies it to every judged label |
 | `significant` | a judged label got worse and the paired bootstrap marks the change as outside the noise; `significant:LABEL` for one label |
 | `correct-lost` | a matched claim went from `correct` in A to a failure label in B; `correct-lost:N` allows up to N such claims |
+| `unsupported-chars:Npp` | the share of answer characters unsupported or contradicted (metrics.json `answer_chars`) grew by more than N percentage points |
 
 Rates are over judged claims and B is compared with A, as in the rest of `ragspan
 compare`. Improvements never fail a gate. A malformed rule is a usage error (exit 2)
@@ -24,8 +25,9 @@ from typing import Literal
 from ragspan.tasks.core.taxonomy import FAILURE_LABELS, JUDGED_LABELS
 from ragspan.tasks.errors import UsageError
 
-RuleKind = Literal["rate", "significant", "correct_lost"]
+RuleKind = Literal["rate", "significant", "correct_lost", "unsupported_chars"]
 _RATE = re.compile(r"^(?P<label>[a-z_]+):(?P<n>\d+(?:\.\d+)?)pp$")
+_CHARS = re.compile(r"^unsupported-chars:(?P<n>\d+(?:\.\d+)?)pp$")
 
 
 class GateRuleError(UsageError, ValueError):
@@ -50,6 +52,10 @@ def _label(name: str, rule: str) -> str | None:
 
 def parse_rule(text: str) -> Rule:
     rule = text.strip()
+    if m := _CHARS.match(rule):
+        return Rule("unsupported_chars", None, float(m["n"]), rule)
+    if rule.startswith("unsupported-chars"):
+        raise GateRuleError(f"--fail-on {rule!r}: unsupported-chars takes percentage points, e.g. unsupported-chars:2pp")
     if m := _RATE.match(rule):
         return Rule("rate", _label(m["label"], rule), float(m["n"]), rule)
     head, _, arg = rule.partition(":")
@@ -60,7 +66,7 @@ def parse_rule(text: str) -> Rule:
             raise GateRuleError(f"--fail-on {rule!r}: correct-lost takes a whole number of claims, e.g. correct-lost:2")
         return Rule("correct_lost", None, float(arg or 0), rule)
     raise GateRuleError(f"--fail-on {rule!r}: not a rule. Rules: LABEL:Npp (e.g. hallucination:2pp, any:5pp), "
-                        "significant[:LABEL], correct-lost[:N]")
+                        "significant[:LABEL], correct-lost[:N], unsupported-chars:Npp")
 
 
 def parse_rules(values: Iterable[str]) -> list[Rule]:
@@ -113,12 +119,25 @@ def _correct_lost(rule: Rule, result: dict) -> list[str]:
     return [f"{rule.text}: {why}"]
 
 
+def _unsupported_chars(rule: Rule, result: dict) -> list[str]:
+    row = (result.get("answer_chars") or {}).get("unsupported_or_contradicted")
+    if row is None or row["delta"] is None:
+        return [(f"{rule.text}: no answer character shares on both sides (results written before ragspan "
+                 "measured them): re-run both")]
+    if row["delta"] * 100 <= rule.limit + 1e-9:
+        return []
+    return [(f"{rule.text}: answer characters unsupported or contradicted {_pct(row['a'])} → {_pct(row['b'])} "
+             f"({_pp(row['delta'])}), worse by more than {rule.limit:g} pp")]
+
+
 def gate_failures(result: dict, rules: Iterable[Rule]) -> list[str]:
     """Why the comparison fails the rules (empty: it passes)."""
     out: list[str] = []
     for rule in rules:
         if rule.kind == "correct_lost":
             out += _correct_lost(rule, result)
+        elif rule.kind == "unsupported_chars":
+            out += _unsupported_chars(rule, result)
         else:
             out += _rate_failures(rule, result.get("overall") or [])
     return out

@@ -96,6 +96,7 @@ def _headline(metrics: dict, diagnoses: pd.DataFrame, comparison: dict | None) -
     summary = (f'<p class="big"><b>{metrics["judged"]}</b> claims judged of {metrics["claims"]} · '
                f'<b>{metrics["unjudged"]}</b> unjudged (counted, excluded from rates) · '
                f'{metrics.get("source_conflicts", 0)} source_conflict flags</p>')
+    summary += _answer_chars_line(metrics)
     note = (f'<p class="note">Rates are over judged claims. 95% CI: {boot.get("method", "percentile")} '
             f'bootstrap over {_e(boot.get("resamples"))} resamples of {_e(boot.get("unit", "question"))}s '
             f'(seed {_e(boot.get("seed"))}); the claims of one answer move together.</p>')
@@ -108,6 +109,20 @@ def _headline(metrics: dict, diagnoses: pd.DataFrame, comparison: dict | None) -
     return (f'<section id="summary"><h2>Headline</h2>{summary}<table class="head">{"".join(rows)}</table>'
             f'{note}<dl class="manifest"><dt>judge</dt><dd>{judge_line}</dd>{_data_manifest(metrics)}</dl>'
             "</section>")
+
+
+def _answer_chars_line(metrics: dict) -> str:
+    """The share of the answers' characters by support, with intervals."""
+    chars = metrics.get("answer_chars") or {}
+    share, ci = chars.get("share") or {}, chars.get("ci95") or {}
+    if not share or share.get("supported") is None:
+        return ""
+    parts = []
+    for name in ("supported", "unsupported", "contradicted", "not_checked"):
+        c = ci.get(name) or {}
+        interval = "" if _missing(c.get("low")) else f' <span class="ci">({c["low"]:.1%} – {c["high"]:.1%})</span>'
+        parts.append(f"{name.replace('_', ' ')} <b>{share[name]:.1%}</b>{interval}")
+    return f'<p class="chars">Answer characters: {" · ".join(parts)}</p>'
 
 
 def _data_manifest(metrics: dict) -> str:
@@ -204,15 +219,21 @@ def _fixes(metrics: dict) -> str:
 # --------------------------------------------------------------------------- drill-down
 
 
-def _answer_html(answer: str, claims: list[dict], ids: dict[str, str]) -> str:
-    """The answer with each located claim's span as a link to the claim, coloured by label.
-    Overlapping spans are split at every boundary; a piece takes its first claim's label."""
+def _answer_html(answer: str, claims: list[dict], ids: dict[str, str], marks: list[dict] | None = None,
+                 mark_ids: dict[int, str] | None = None) -> str:
+    """The answer with each located claim's span as a link to the claim, coloured by label,
+    and its answer spans marked inside it: an `unsupported` piece underlined (a link to
+    the claim), a `contradicted` one struck through (a link to the evidence that says
+    otherwise). Overlapping spans are split at every boundary; a piece takes its first
+    claim's label."""
     located = []
     for d in claims:
         s, e = _int(d.get("answer_start")), _int(d.get("answer_end"))
         if s is not None and e is not None and 0 <= s < e <= len(answer):
             located.append((s, e, d))
-    cuts = sorted({0, len(answer), *(x for s, e, _ in located for x in (s, e))})
+    marked = [(int(m["answer_start"]), int(m["answer_end"]), i, m) for i, m in enumerate(marks or [])]
+    cuts = sorted({0, len(answer), *(x for s, e, _ in located for x in (s, e)),
+                   *(x for s, e, _, _ in marked for x in (s, e))})
     out = []
     for lo, hi in itertools.pairwise(cuts):
         covering = [d for s, e, d in located if s <= lo and hi <= e]
@@ -222,9 +243,39 @@ def _answer_html(answer: str, claims: list[dict], ids: dict[str, str]) -> str:
             continue
         d = covering[0]
         more = " ".join(ids[c["claim_id"]] for c in covering)
-        out.append(f'<a class="as l-{_e(d["label"])}" href="#{ids[d["claim_id"]]}" data-claims="{more}" '
-                   f'title="{_e(d["label"])}">{piece}</a>')
+        mark = next(((i, m) for s, e, i, m in marked if s <= lo and hi <= e), None)
+        href, cls, title = f"#{ids[d['claim_id']]}", "", _e(d["label"])
+        if mark is not None:
+            i, m = mark
+            cls = f" mk mk-{_e(m['kind'])}"
+            if m["kind"] == "contradicted" and mark_ids and i in mark_ids:
+                href = f"#{mark_ids[i]}"
+                title += f" · contradicted by {_e(m.get('doc_id'))}: {_e(m.get('evidence_text'))}"
+            else:
+                title += f" · {_e(m['kind'])}: no evidence says this"
+        out.append(f'<a class="as l-{_e(d["label"])}{cls}" href="{href}" data-claims="{more}" '
+                   f'title="{title}">{piece}</a>')
     return "".join(out)
+
+
+def _contradiction_html(m: dict, anchor: str, texts: dict[str, str]) -> str:
+    """The evidence that says otherwise than a contradicted answer span, in its document."""
+    doc_id, s, e = m["doc_id"], int(m["char_start"]), int(m["char_end"])
+    doc = texts.get(doc_id, "")
+    lo, hi = max(0, s - CONTEXT_CHARS), min(len(doc), e + CONTEXT_CHARS)
+    return (f'<div class="ev contra" id="{anchor}"><p class="src"><b class="contra-tag">contradicts '
+            f'&ldquo;{_e(m["text"])}&rdquo;</b> · <b>{_e(doc_id)}</b> · chars [{s}, {e})</p>'
+            f'<pre class="doc">{"…" if lo else ""}{_e(doc[lo:s])}<mark class="ev contra" data-doc="{_e(doc_id)}" '
+            f'data-start="{s}" data-end="{e}">{_e(doc[s:e])}</mark>{_e(doc[e:hi])}{"…" if hi < len(doc) else ""}'
+            f"</pre></div>")
+
+
+def _marks_line(marks: list[dict]) -> str:
+    """The claim's answer spans in words (readable without colour)."""
+    if not marks:
+        return ""
+    parts = [f'<span class="mk mk-{_e(m["kind"])}">{_e(m["text"])}</span> ({_e(m["kind"])})' for m in marks]
+    return f'<p class="marks">not supported: {", ".join(parts)}</p>'
 
 
 def _evidence_html(ev: dict, texts: dict[str, str], cutoff: int | None, decides: bool) -> str:
@@ -282,7 +333,7 @@ def _claim_evidence(d: dict, spans: list[dict], texts: dict[str, str], cutoff: i
 
 def _claims_section(metrics: dict, diagnoses: pd.DataFrame, answers: pd.DataFrame, corpus: pd.DataFrame,
                     spans: pd.DataFrame | None, questions: pd.DataFrame | None,
-                    retrieved: pd.DataFrame | None) -> str:
+                    retrieved: pd.DataFrame | None, answer_spans: pd.DataFrame | None = None) -> str:
     texts = dict(zip(corpus["doc_id"].tolist(), corpus["text"].tolist()))
     answer_of = dict(zip(answers["question_id"].tolist(), answers["answer"].tolist()))
     q_rows = {} if questions is None else {r["question_id"]: r for r in records(questions)}
@@ -294,6 +345,9 @@ def _claims_section(metrics: dict, diagnoses: pd.DataFrame, answers: pd.DataFram
     if spans is not None:
         for s in records(spans):
             spans_of.setdefault(s["claim_id"], []).append(s)
+    marks_of: dict[str, list[dict]] = {}
+    for m in records(answer_spans) if answer_spans is not None else []:
+        marks_of.setdefault(m["question_id"], []).append(m)
     keys = list(metrics.get("by_metadata") or {})
     meta = _claim_meta(diagnoses, corpus, questions, retrieved, keys)
     ids = {cid: f"c-{i}" for i, cid in enumerate(diagnoses["claim_id"])}
@@ -318,6 +372,9 @@ def _claims_section(metrics: dict, diagnoses: pd.DataFrame, answers: pd.DataFram
         qmeta = " · ".join(f"{_e(k.split('.', 1)[1])}: {_e(q.get(k.split('.', 1)[1]))}" for k in keys
                            if k.startswith("question.") and k.split(".", 1)[1] in q)
         items = []
+        q_marks = marks_of.get(qid, [])
+        mark_ids = {i: f"x-{qi}-{i}" for i, m in enumerate(q_marks) if m["kind"] == "contradicted"
+                    and not _missing(m.get("char_start"))}
         for d in recs:
             attrs = "".join(f' data-m{j}="{_e(meta[j][d["claim_id"]])}"' for j in range(len(keys)))
             flag = ' <span class="flag">source_conflict</span>' if d.get("source_conflict") else ""
@@ -328,20 +385,26 @@ def _claims_section(metrics: dict, diagnoses: pd.DataFrame, answers: pd.DataFram
             elif not _missing(p):
                 flag += f' <span class="prob">P(supported) {p:.2f}</span>'
             ev = _claim_evidence(d, spans_of.get(d["claim_id"], []), texts, cutoffs.get(qid))
+            mine = [(i, m) for i, m in enumerate(q_marks) if m["claim_id"] == d["claim_id"]]
+            contra = "".join(_contradiction_html(m, mark_ids[i], texts) for i, m in mine if i in mark_ids)
             items.append(f'<li class="claim" id="{ids[d["claim_id"]]}" data-label="{_e(d["label"])}"{attrs}>'
                          f'<p class="ctext"><span class="lab lab-{_e(d["label"])}">{_e(d["label"])}</span>{flag} '
-                         f'{_e(d["claim"])}</p><p class="why">{_e(d.get("reason"))}</p>{ev}</li>')
+                         f'{_e(d["claim"])}</p><p class="why">{_e(d.get("reason"))}</p>'
+                         f'{_marks_line([m for _, m in mine])}{contra}{ev}</li>')
         ref = q.get("reference_answer")
         ref_html = "" if _missing(ref) or not str(ref).strip() else (
             f'<details class="ref"><summary>reference answer</summary><p>{_e(ref)}</p></details>')
         cards.append(f'<article class="q" id="q-{qi}"><header><h3><span class="qid">{_e(qid)}</span> '
                      f'{_e(q.get("question", ""))}</h3>{f"<p class=meta>{qmeta}</p>" if qmeta else ""}</header>'
                      f'<div class="answer"><p class="k">answer</p><p>'
-                     f'{_answer_html(str(answer_of.get(qid, "")), recs, ids)}</p></div>{ref_html}'
+                     f'{_answer_html(str(answer_of.get(qid, "")), recs, ids, q_marks, mark_ids)}</p></div>{ref_html}'
                      f'<ol class="claims">{"".join(items)}</ol></article>')
     return (f'<section id="claims"><h2>Claims and their evidence</h2>{_filters(metrics, keys)}{note}'
-            f'<p class="note">Each claim\'s answer span is coloured by its label; every evidence span the judge '
-            f'quoted is highlighted inside its document, the deciding one outlined.</p>{"".join(cards)}</section>')
+            f'<p class="note">Each claim\'s answer span is coloured by its label; inside it, words no evidence '
+            f'supports are <span class="mk mk-unsupported">underlined</span> and words the evidence contradicts '
+            f'<span class="mk mk-contradicted">struck through</span> (click one to see what the corpus says). '
+            f'Every evidence span the judge quoted is highlighted inside its document, the deciding one '
+            f'outlined.</p>{"".join(cards)}</section>')
 
 
 def _claim_meta(diagnoses: pd.DataFrame, corpus: pd.DataFrame, questions: pd.DataFrame | None,
@@ -430,6 +493,9 @@ article.q{border:1px solid #ddd;border-radius:6px;padding:4px 14px;margin:14px 0
 article.q h3{margin:6px 0}.qid{font-family:monospace;color:#555;margin-right:6px}.meta{color:#555;font-size:13px;margin:0}
 .answer p{margin:2px 0}.k{color:#777;font-size:12px;text-transform:uppercase;letter-spacing:.04em;margin:6px 0 0}
 a.as{color:inherit;text-decoration:none;border-bottom:2px solid;padding:1px 0}
+.mk-unsupported{text-decoration:underline wavy #c0392b;text-decoration-skip-ink:none}
+.mk-contradicted{text-decoration:line-through 2px #c0392b;background:#c0392b22}
+p.marks{margin:2px 0;font-size:.9em}div.ev.contra{border-left:3px solid #c0392b}mark.ev.contra{background:#f5b7b1}
 ol.claims{padding-left:1.4em}li.claim{margin:10px 0}.ctext{margin:0}.why{color:#555;font-size:13px;margin:2px 0}
 .src{color:#555;font-size:13px;margin:4px 0 0}.decides-tag{color:#000}
 pre.doc{white-space:pre-wrap;word-break:break-word;background:#f6f6f6;padding:6px 8px;border-left:3px solid #bbb;
@@ -448,7 +514,8 @@ def _label_css() -> str:
 
 def render_report(metrics: dict, diagnoses: pd.DataFrame, answers: pd.DataFrame, corpus: pd.DataFrame, *,
                   spans: pd.DataFrame | None = None, questions: pd.DataFrame | None = None,
-                  retrieved: pd.DataFrame | None = None, comparison: dict | None = None) -> str:
+                  retrieved: pd.DataFrame | None = None, comparison: dict | None = None,
+                  answer_spans: pd.DataFrame | None = None) -> str:
     """The whole page. `spans` (spans.parquet), `questions` and `retrieved` are optional:
     without them the drill-down shows only deciding spans, no question text, no cutoff."""
     script_hash = base64.b64encode(hashlib.sha256(_SCRIPT.encode("utf-8")).digest()).decode("ascii")
@@ -461,7 +528,7 @@ def render_report(metrics: dict, diagnoses: pd.DataFrame, answers: pd.DataFrame,
         _comparison(metrics, comparison),
         _charts(metrics, diagnoses, retrieved),
         _fixes(metrics),
-        _claims_section(metrics, diagnoses, answers, corpus, spans, questions, retrieved),
+        _claims_section(metrics, diagnoses, answers, corpus, spans, questions, retrieved, answer_spans),
         (f'<section id="manifest"><h2>Manifest</h2><details><summary>everything that produced these results'
          f"</summary><pre>{manifest}</pre></details></section>"),
     ])

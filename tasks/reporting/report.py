@@ -16,12 +16,14 @@ from pathlib import Path
 import pandas as pd
 from prefect import task
 from prefect.cache_policies import NO_CACHE
+from ragspan.tasks.core import schemas
 from ragspan.tasks.core.byte_offsets import utf8_spans
 from ragspan.tasks.core.taxonomy import FAILURE_LABELS, LABELS, STAGES
 from ragspan.tasks.io.manifest import manifest_for
 from ragspan.tasks.io.outputs import write_atomic_dir
 from ragspan.tasks.judges.openai_judge import estimated_cost
 from ragspan.tasks.reporting import charts
+from ragspan.tasks.reporting.answer_chars import answer_char_metrics
 from ragspan.tasks.reporting.findings import concentration, concentration_text, fix_order
 from ragspan.tasks.reporting.formatting import cascade_note
 from ragspan.tasks.reporting.groups import claim_groups, group_order
@@ -92,11 +94,12 @@ def taxonomy_text(metrics: dict) -> str:
 
 def render_html(metrics: dict, diagnoses: pd.DataFrame, answers: pd.DataFrame, corpus: pd.DataFrame, *,
                 spans: pd.DataFrame | None = None, questions: pd.DataFrame | None = None,
-                retrieved: pd.DataFrame | None = None, comparison: dict | None = None) -> str:
+                retrieved: pd.DataFrame | None = None, comparison: dict | None = None,
+                answer_spans: pd.DataFrame | None = None) -> str:
     """report.html (see tasks/reporting/html.py): every piece of text escaped, no network."""
 
     return render_report(metrics, diagnoses, answers, corpus, spans=spans, questions=questions,
-                         retrieved=retrieved, comparison=comparison)
+                         retrieved=retrieved, comparison=comparison, answer_spans=answer_spans)
 
 
 # Chart images written next to report.html, for README files and PR comments.
@@ -141,6 +144,13 @@ def summary_markdown(metrics: dict, comparison: dict | None = None, images: tupl
              f"· code {_md(m.get('code_version', '?'))} · git `{_code(str(m.get('git_rev') or '-')[:12])}`"
              + (" (dirty)" if m.get("git_dirty") else ""), *([cascade_note(judge), ""] if cascade_note(judge) else []),
              ""]
+    chars = (metrics.get("answer_chars") or {}).get("share") or {}
+    if chars.get("supported") is not None:
+        cci = (metrics.get("answer_chars") or {}).get("ci95") or {}
+        lines += ["Answer characters: " + " · ".join(
+            f"{name.replace('_', ' ')} {chars[name]:.1%}"
+            + ("" if (cci.get(name) or {}).get("low") is None else f" ({cci[name]['low']:.1%} – {cci[name]['high']:.1%})")
+            for name in ("supported", "unsupported", "contradicted", "not_checked")), ""]
     head = "| label | claims | rate | 95% CI |"
     rule = "|---|---:|---:|---:|"
     if comparison:
@@ -187,30 +197,56 @@ def with_byte_offsets(table: pd.DataFrame, texts: dict[str, str]) -> pd.DataFram
     return table.assign(byte_start=pd.array(bs, dtype="Int64"), byte_end=pd.array(be, dtype="Int64"))
 
 
+def broken_answer_spans(answer_spans: pd.DataFrame, answers: pd.DataFrame) -> list[str]:
+    """Claim ids of answer spans breaking `answer[answer_start:answer_end] == text`."""
+    texts = dict(zip(answers["question_id"].tolist(), answers["answer"].tolist()))
+    columns = (answer_spans[c].tolist() for c in ("claim_id", "question_id", "answer_start", "answer_end", "text"))
+    return [c for c, q, s, e, t in zip(*columns) if texts[q][s:e] != t]
+
+
+def answer_spans_file(answer_spans: pd.DataFrame, answers: pd.DataFrame, texts: dict[str, str]) -> pd.DataFrame:
+    """answer_spans.parquet: the table with UTF-8 byte offsets in the answer and, for a
+    contradiction, in its evidence's document."""
+    by_question = dict(zip(answers["question_id"].tolist(), answers["answer"].tolist()))
+    bs, be = utf8_spans(by_question, answer_spans["question_id"].tolist(), answer_spans["answer_start"].tolist(),
+                        answer_spans["answer_end"].tolist())
+    table = with_byte_offsets(answer_spans.assign(answer_byte_start=pd.array(bs, dtype="Int64"),
+                                                  answer_byte_end=pd.array(be, dtype="Int64")), texts)
+    return schemas.AnswerSpans.validate(table[list(schemas.AnswerSpans.to_schema().columns)])
+
+
 def write_results(out_dir: Path, run: str, claims: pd.DataFrame, spans: pd.DataFrame,
                   diagnoses: pd.DataFrame, answers: pd.DataFrame, retrieved: pd.DataFrame,
                   corpus: pd.DataFrame, questions: pd.DataFrame, judge_stats: dict, manifest: dict,
-                  comparison: dict | None = None) -> dict:
+                  comparison: dict | None = None, answer_spans: pd.DataFrame | None = None) -> dict:
     """Compute metrics and write every output of docs/design.md §4 atomically, plus the chart images
     (CHART_FILES as .svg and .png) and summary.md; returns the results view (every file's
     content in one dict, tasks/reporting/results_files.py). `comparison` (the JSON
-    of `ragspan compare --format json`, this run as side B) adds deltas to the report."""
+    of `ragspan compare --format json`, this run as side B) adds deltas to the report;
+    `answer_spans` (schemas.AnswerSpans) the answer characters without support."""
 
-    bad = broken_spans(spans, corpus) + broken_spans(diagnoses.dropna(subset=["char_start"]), corpus)
+    if answer_spans is None:
+        answer_spans = schemas.table([], schemas.AnswerSpans)
+    bad = (broken_spans(spans, corpus) + broken_spans(diagnoses.dropna(subset=["char_start"]), corpus)
+           + broken_spans(answer_spans.dropna(subset=["char_start"]).rename(columns={"evidence_text": "span_text"}),
+                          corpus)
+           + broken_answer_spans(answer_spans, answers))
     if bad:  # a bug upstream, never data: refuse to write rather than write a lie
         raise AssertionError(f"span invariant broken for claims {bad[:5]}")
     metrics = metrics_for(run, diagnoses, corpus, questions, retrieved, judge_stats, manifest)
+    metrics["answer_chars"] = answer_char_metrics(answers, diagnoses, answer_spans, corpus, questions, retrieved)
     metrics["rate_ci95"] = rate_intervals(diagnoses)
     metrics["bootstrap"] = bootstrap_spec()
     images = chart_images(metrics, diagnoses, retrieved)
     page = render_html(metrics, diagnoses, answers, corpus, spans=spans, questions=questions,
-                       retrieved=retrieved, comparison=comparison)
+                       retrieved=retrieved, comparison=comparison, answer_spans=answer_spans)
     summary = summary_markdown(metrics, comparison, tuple(n for n in images if n.endswith(".png")))
     texts = dict(zip(corpus["doc_id"].tolist(), corpus["text"].tolist()))
     write_atomic_dir(out_dir, {
         "claims.parquet": lambda p: claims.to_parquet(p, index=False),
         "spans.parquet": lambda p: with_byte_offsets(spans, texts).to_parquet(p, index=False),
         "diagnoses.parquet": lambda p: with_byte_offsets(diagnoses, texts).to_parquet(p, index=False),
+        "answer_spans.parquet": lambda p: answer_spans_file(answer_spans, answers, texts).to_parquet(p, index=False),
         **results_writers(metrics),
         "taxonomy.csv": lambda p: taxonomy_rows(run, metrics).to_csv(p, index=False),
         "report.html": lambda p: p.write_text(page, encoding="utf-8"),
@@ -236,4 +272,5 @@ def report(out_dir: Path, ws, settings, spec, run, compare_to: str | None = None
              "task_states": states, "answers_reused": answers_reused}
     comparison = json.loads(Path(compare_to).read_text(encoding="utf-8")) if compare_to else None
     return write_results(out_dir, ws.run, claims, spans, diagnoses, ws.answers, ws.retrieved,
-                         ws.corpus, ws.questions, stats, manifest, comparison=comparison)
+                         ws.corpus, ws.questions, stats, manifest, comparison=comparison,
+                         answer_spans=run.answer_spans_table())

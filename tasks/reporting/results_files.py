@@ -9,6 +9,7 @@ counts, rates, intervals, `by_metadata`, `manifest`, `judge` (the run's statisti
 | `metrics.json` | results only: claims, judged, unjudged, label counts and rates, failure shares, source_conflicts, uncertain, `rate_ci95` | metric (`cache: false`, git) |
 | `manifest.json` | what the results were made from: inputs, data snapshot, questions, params, judge, code versions, bootstrap settings | out, `cache: false` (git): `ragspan compare` reads it at any revision |
 | `by_metadata.json` | label counts per metadata key and value | out (DVC cache) |
+| `answer_chars.json` | the answer-character metric in full: character counts, shares and intervals, and per metadata key and value (metrics.json holds the run's shares and intervals) | out (DVC cache) |
 | `run.json` | facts of this one run that change when nothing else does: judge calls, cache hits, tokens, task states, answers reused, git revision and dirtiness, whether DVC's record of the data matched | out (DVC cache) |
 
 So `dvc metrics diff` shows only results (an unchanged `dvc repro --force` shows
@@ -26,12 +27,13 @@ from pathlib import Path
 METRICS_FILE = "metrics.json"
 MANIFEST_FILE = "manifest.json"
 BY_METADATA_FILE = "by_metadata.json"
+ANSWER_CHARS_FILE = "answer_chars.json"
 RUN_FILE = "run.json"
 
 # Top-level keys of the view that metrics.json holds: results, nothing about the run (its
 # name is in the manifest: a text column in `dvc exp show` says nothing).
 RESULT_KEYS = ("claims", "judged", "unjudged", "labels", "failure_share", "source_conflicts",
-               "uncertain", "rate_ci95")
+               "uncertain", "rate_ci95", "answer_chars")
 # Manifest entries that differ between two runs of the same inputs: they go to run.json.
 # (`git_rev` is the commit *before* the results are committed, so it is always stale;
 # `dvc exp run` makes `git_dirty` true; `data.recorded` compares with the previous lock.)
@@ -64,8 +66,13 @@ def split_results(view: dict) -> dict[str, dict]:
             volatile[".".join(path)] = value
     if view.get("bootstrap") is not None:
         manifest["bootstrap"] = view["bootstrap"]
+    results = {k: view[k] for k in RESULT_KEYS if k in view}
+    if "answer_chars" in results:  # a results column per share and bound; the rest in its own file
+        results["answer_chars"] = {k: results["answer_chars"][k] for k in ("share", "ci95")
+                                   if k in results["answer_chars"]}
     return {
-        METRICS_FILE: {k: view[k] for k in RESULT_KEYS if k in view},
+        METRICS_FILE: results,
+        ANSWER_CHARS_FILE: view.get("answer_chars") or {},
         MANIFEST_FILE: manifest,
         BY_METADATA_FILE: view.get("by_metadata") or {},
         RUN_FILE: {"judge": view.get("judge") or {}, "manifest": volatile},
@@ -92,6 +99,8 @@ def merge_results(read: Callable[[str], str | None]) -> dict:
     for dotted, value in (run.get("manifest") or {}).items():
         _put_path(manifest, tuple(dotted.split(".")), value)
     view["by_metadata"] = part(BY_METADATA_FILE)
+    if view.get("answer_chars") is not None:
+        view["answer_chars"] = {**view["answer_chars"], **part(ANSWER_CHARS_FILE)}
     view["judge"] = run.get("judge") or {}
     view["bootstrap"] = manifest.pop("bootstrap", None)
     view["manifest"] = manifest

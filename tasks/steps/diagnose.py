@@ -16,6 +16,11 @@
 validated span; "about it" = `partial`, or `supported` below the threshold. A judge
 failure only decides a claim when no earlier branch already has — a failed call can
 never hide behind, or be turned into, another label.
+
+Answer spans (tasks/core/answer_spans.py): for every claim that is not `correct`, and
+every uncertain one, the marks of the passage its label rests on — the deciding
+evidence, or for a hallucination the closest passage about it — placed in the answer; a
+hallucination nothing is about is unsupported whole.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from collections.abc import Iterable
 
 import pandas as pd
 from ragspan.tasks.core import schemas
+from ragspan.tasks.core.answer_spans import answer_spans_of_claim, parse_marks, whole_claim
 from ragspan.tasks.steps.cache_policy import step_task
 
 # (label, does this judgement belong to the tier?) in decision order.
@@ -60,7 +66,7 @@ def diagnosis_for_claim(claim: dict, judged: list[dict], support_threshold: floa
         support = [j for j in tier if _supports(j, support_threshold)]
         if support:
             return {**base, **_evidence(_best(support)), "label": label,
-                    "reason": _reason(label, _best(support), support_threshold)}
+                    "reason": _reason(label, _best(support), support_threshold), **_marks_of(_best(support))}
         failed = [j for j in tier if j["error"] is not None]
         if failed:
             kinds = ", ".join(sorted({j["error"] for j in failed}))
@@ -70,9 +76,22 @@ def diagnosis_for_claim(claim: dict, judged: list[dict], support_threshold: floa
              and j["verdict"] in ("partial", "supported")]
     if about:
         return {**base, **_evidence(_best(about)), "label": "synthesis_error",
-                "reason": _reason("synthesis_error", _best(about), support_threshold)}
+                "reason": _reason("synthesis_error", _best(about), support_threshold), **_marks_of(_best(about))}
+    related = _related(evidence)
     return {**base, **_NO_EVIDENCE, "label": "hallucination",
-            "reason": _hallucination_reason(evidence, support_threshold)}
+            "reason": _hallucination_reason(evidence, support_threshold),
+            **(_marks_of(_best(related)) if related else {})}
+
+
+def _marks_of(row: dict) -> dict:
+    """What the answer spans of a claim come from (not diagnoses columns: schemas.table
+    keeps only those)."""
+    return {"marks": row.get("marks"), "marks_doc": row["doc_id"], "marks_from": True}
+
+
+def _related(evidence: list[dict]) -> list[dict]:
+    """Passages about the claim (partial, or supported below the threshold) anywhere."""
+    return [j for j in evidence if j["match"] is not None and j["verdict"] in ("partial", "supported")]
 
 
 def _evidence(row: dict) -> dict:
@@ -108,7 +127,7 @@ def _hallucination_reason(evidence: list[dict], threshold: float) -> str:
     """No support anywhere and nothing in context about the claim. Passages that are about
     it elsewhere (below the cutoff, corpus-wide) or supported below the threshold are named,
     so the reason agrees with the evidence listed beside it."""
-    related = [j for j in evidence if j["match"] is not None and j["verdict"] in ("partial", "supported")]
+    related = _related(evidence)
     if not related:
         return "no passage in context, retrieved or corpus-wide supports or is about the claim"
     top = _best(related)
@@ -170,6 +189,15 @@ def judges_that_decided(judged: Iterable[pd.DataFrame]) -> tuple[set[str], str |
 
 def diagnoses_for_claims(claims: pd.DataFrame, judged: Iterable[pd.DataFrame], support_threshold: float,
                          uncertainty_band: float = 0.0) -> pd.DataFrame:
+    """The Diagnoses table alone (see diagnose_claims)."""
+    return diagnose_claims(claims, judged, support_threshold, uncertainty_band)[0]
+
+
+def diagnose_claims(claims: pd.DataFrame, judged: Iterable[pd.DataFrame], support_threshold: float,
+                    uncertainty_band: float = 0.0,
+                    answers: pd.DataFrame | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(Diagnoses, AnswerSpans). `answers` (question_id, answer) places the answer spans;
+    without them there are none."""
     judged = list(judged)
     tiers = tier_support(judged)
     by_llm, other_judge = judges_that_decided(judged)
@@ -181,7 +209,9 @@ def diagnoses_for_claims(claims: pd.DataFrame, judged: Iterable[pd.DataFrame], s
         table = table[table["verdict"].isin(("supported", "partial")) | table["error"].notna()]
         for j in _records(table):
             per_claim.setdefault(j["claim_id"], []).append(j)
-    rows = []
+    rows: list[dict] = []
+    marked: list[dict] = []
+    texts = None if answers is None else dict(zip(answers["question_id"], answers["answer"]))
     for c in _records(claims):
         mine = per_claim.get(c["claim_id"], [])
         d = diagnosis_for_claim(c, mine, support_threshold)
@@ -193,11 +223,40 @@ def diagnoses_for_claims(claims: pd.DataFrame, judged: Iterable[pd.DataFrame], s
             d["decided_by"] = "openai" if c["claim_id"] in by_llm else other_judge
         d["support_probability"], d["uncertain"] = support_and_uncertainty(
             d["label"], tiers.get(c["claim_id"]), support_threshold, uncertainty_band)
+        spans = _answer_spans(c, d, texts) if texts is not None else None
+        if spans is not None:
+            located = d["answer_end"] - d["answer_start"]
+            d["unsupported_chars"] = sum(x["answer_end"] - x["answer_start"] for x in spans)
+            d["unsupported_share"] = round(d["unsupported_chars"] / located, 6) if located else 0.0
+            marked += [{"run": c["run"], "question_id": c["question_id"], "claim_id": c["claim_id"], **x}
+                       for x in spans]
         rows.append(d)
-    return schemas.table(rows, schemas.Diagnoses)
+    return schemas.table(rows, schemas.Diagnoses), schemas.table(marked, schemas.AnswerSpans, written=False)
+
+
+def _answer_spans(claim: dict, d: dict, answers: dict[str, str]) -> list[dict] | None:
+    """The claim's answer spans; None when it has none to give (unjudged, or not located
+    in its answer), [] when nothing of it is unmarked or it was not examined (a certain
+    `correct` claim)."""
+    a0, a1 = claim["answer_start"], claim["answer_end"]
+    answer = answers.get(claim["question_id"])
+    if d["label"] == "unjudged" or a0 is None or a1 is None or answer is None:
+        return None
+    if d["label"] == "correct" and not d["uncertain"]:
+        return []
+    if not d.get("marks_from"):  # a hallucination nothing in the corpus is about
+        return whole_claim(answer, a0, a1)
+    marks = parse_marks(d.get("marks"))
+    if not marks and d["label"] in ("synthesis_error", "hallucination"):
+        # a failed claim whose judge did not say which words fail: all of it is marked,
+        # never none (an empty mark would read as "nothing wrong here")
+        return whole_claim(answer, a0, a1)
+    return answer_spans_of_claim(answer, claim["claim"], a0, a1, marks, d.get("marks_doc"))
 
 
 @step_task("diagnose")
-def diagnose(claims: pd.DataFrame, judged: pd.DataFrame, searched: pd.DataFrame,
-             support_threshold: float, uncertainty_band: float, code: str) -> pd.DataFrame:
-    return diagnoses_for_claims(claims, [judged, searched], support_threshold, uncertainty_band)
+def diagnose(claims: pd.DataFrame, judged: pd.DataFrame, searched: pd.DataFrame, answers: pd.DataFrame,
+             support_threshold: float, uncertainty_band: float, code: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(Diagnoses, AnswerSpans) of a shard's claims."""
+    return diagnose_claims(claims, [judged, searched], support_threshold, uncertainty_band,
+                           answers[["question_id", "answer"]])

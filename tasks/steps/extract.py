@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 from ragspan.tasks.core import schemas
+from ragspan.tasks.core.answer_spans import marks_json
 from ragspan.tasks.judges import make_judge
 from ragspan.tasks.judges.base import Judge, JudgeFailure, JudgeItem, JudgeSpec, JudgeStats
 from ragspan.tasks.steps.cache_policy import step_task
@@ -51,7 +52,7 @@ def candidates_for_claims(claims: pd.DataFrame, passages: pd.DataFrame, judge: J
                                                 bool(per_answer.get(c["question_id"], 0) == 1))
                                       for c, mine in work])
     take: list[int] = []
-    fields = ("verdict", "confidence", "support", "quote", "quote_start", "reason", "error", "decided_by")
+    fields = ("verdict", "confidence", "support", "quote", "quote_start", "reason", "error", "decided_by", "marks")
     kind = judge.spec.kind
     cols: dict[str, list] = {k: [] for k in ("claim_id", *fields)}
     for (claim, mine), verdicts in zip(work, verdict_lists, strict=True):
@@ -62,10 +63,11 @@ def candidates_for_claims(claims: pd.DataFrame, passages: pd.DataFrame, judge: J
         for v in verdicts:
             if isinstance(v, JudgeFailure):
                 stats += JudgeStats.failure(v.kind)
-                row = (None, None, None, None, None, v.detail, v.kind, v.decided_by or kind)
+                row = (None, None, None, None, None, v.detail, v.kind, v.decided_by or kind, None)
             else:
+                marks = marks_json((m.start, m.end, m.kind, m.evidence_start, m.evidence_end) for m in v.marks)
                 row = (v.verdict, v.confidence, v.support, v.quote, v.quote_start, v.reason, None,
-                       v.decided_by or kind)
+                       v.decided_by or kind, marks)
             for k, x in zip(fields, row):
                 cols[k].append(x)
     table = passages.iloc[take][list(_PASSAGE_COLUMNS)].reset_index(drop=True)

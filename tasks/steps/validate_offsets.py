@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import pandas as pd
 from ragspan.tasks.core import schemas
+from ragspan.tasks.core.answer_spans import placed_evidence
 from ragspan.tasks.core.locate import locate_quote
 from ragspan.tasks.judges.base import JudgeStats
 from ragspan.tasks.steps.cache_policy import step_task
@@ -30,6 +31,9 @@ def judgements_from_candidates(candidates: pd.DataFrame) -> tuple[pd.DataFrame, 
     n = len(c)
     verdict, confidence = c["verdict"].astype(object).tolist(), c["confidence"].astype(object).tolist()
     support = c["support"].astype(object).tolist()
+    # the marks' evidence, from passage to document coordinates (none without a document)
+    marks = [placed_evidence(m, t, None if b is None else int(b))
+             for m, t, b in zip(_objects(c["marks"]), _objects(c["passage_text"]), _objects(c["passage_start"]))]
     reason, error = c["reason"].astype(object).tolist(), c["error"].astype(object).tolist()
     char_start: list = [None] * n
     char_end: list = [None] * n
@@ -45,7 +49,7 @@ def judgements_from_candidates(candidates: pd.DataFrame) -> tuple[pd.DataFrame, 
         found = locate_quote(text, quote, hint)
         if found is None:
             invalid += 1
-            verdict[i], confidence[i], support[i], error[i] = None, None, None, "invalid_quote"
+            verdict[i], confidence[i], support[i], error[i], marks[i] = None, None, None, "invalid_quote", None
             reason[i] = f"quote not found in the passage: {quote[:80]!r}"
         else:
             s, e, how = found
@@ -54,10 +58,15 @@ def judgements_from_candidates(candidates: pd.DataFrame) -> tuple[pd.DataFrame, 
     for k, values in (("verdict", verdict), ("confidence", confidence), ("support", support), ("reason", reason),
                       ("error", error),
                       ("char_start", char_start), ("char_end", char_end), ("span_text", span_text),
-                      ("match", match)):
+                      ("match", match), ("marks", marks)):
         table[k] = pd.Series(values, dtype=object)
     columns = list(schemas.Judgements.to_schema().columns)
     return schemas.Judgements.validate(table[columns]), JudgeStats(invalid_quotes=invalid)
+
+
+def _objects(column: pd.Series) -> list:
+    """Values with every missing one as None."""
+    return [None if pd.isna(v) else v for v in column.astype(object).tolist()]
 
 
 @step_task("validate-offsets")
