@@ -134,9 +134,17 @@ def test_a_fully_supported_claim_has_no_marks(judge):
     assert v.verdict == "supported" and v.marks == ()
 
 
-def test_an_unsupported_verdict_has_no_marks(judge):
+def test_an_unrelated_passage_gives_no_marks(judge):
+    # (short-circuited: the passage holds too little of the claim to be segmented)
     v = judged(judge, "Northwind offers a free GPU tier for students.")
     assert v.verdict == "unsupported" and v.marks == ()
+
+
+def test_an_unsupported_verdict_about_the_claim_marks_what_is_missing(judge):
+    claim = "Northwind Cloud was founded by three engineers from Madrid who later sold it to Oracle."
+    v = judged(judge, claim)
+    assert v.verdict == "unsupported" and v.quote is None
+    assert shown(claim, v) == [("three engineers from Madrid who later sold it to Oracle", "unsupported", None)]
 
 
 def test_a_word_from_the_question_is_never_marked(judge):

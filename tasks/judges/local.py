@@ -165,7 +165,7 @@ def _from_row(row: Row) -> Verdict | JudgeFailure:
     verdict, confidence, support, quote, quote_start, reason, marks = row
     if verdict.startswith("!"):
         return JudgeFailure(kind=verdict[1:], detail=reason)
-    if quote is None:
+    if quote is None and not marks:
         return _quoteless(verdict, confidence, support, reason)
     return Verdict(verdict=verdict, confidence=confidence, support=support, quote=quote, quote_start=quote_start,
                    reason=reason, marks=tuple(ClaimMark(start=s, end=e, kind=k, evidence_start=es, evidence_end=ee)
