@@ -23,12 +23,18 @@ ending on whitespace or punctuation.
 
 from __future__ import annotations
 
+import json
 import math
 import unicodedata
 from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 
+import numpy as np
 from ragspan.tasks.core.text import word_info
 from ragspan.tasks.judges.verifier.features import (
+    FEATURES,
     NEG_SCOPE,
     Claim,
     PairResult,
@@ -51,16 +57,56 @@ Mark = tuple[int, int, str, int | None, int | None]  # (start, end, kind, eviden
 # not state is wrong as a phrase, not word by word. Chosen on WiCE train
 # (benchmarks/answer_spans/run.py), reported on dev.
 CLAUSE_MIN = 0.3
+# A word the support holds may be marked (by the word model) only in a clause missing at
+# least this weighted share of its words: half, set a priori, not fitted.
+WEAK_CLAUSE = 0.5
 # Where a conflict's evidence is chosen among several candidate words of the window: the
 # one with a word of the claim within this many tokens (the same slot of the sentence).
 _ANCHOR_REACH = 3
 
 _Token = tuple[int, int, str, tuple]  # (start, end, raw, word_info)
+PACKAGED_WORD_MODEL = Path(__file__).with_name("marks-1.json")
+
+
+@dataclass(frozen=True)
+class WordModel:
+    """P(a word of the claim is unsupported) from `word_features`: a logistic regression
+    fitted on WiCE train (benchmarks/answer_spans/fit.py), numbers in a JSON file, run with
+    NumPy. A word is marked when P ≥ threshold (chosen on train by cross-validation)."""
+
+    features: tuple[str, ...]
+    mean: np.ndarray
+    scale: np.ndarray
+    coef: np.ndarray
+    intercept: float
+    threshold: float
+
+    @classmethod
+    def load(cls, path: Path) -> WordModel:
+        spec = json.loads(path.read_text(encoding="utf-8"))
+        if tuple(spec["features"]) != WORD_FEATURES:
+            raise ValueError(f"{path}: fitted on other word features than marks.WORD_FEATURES")
+        return cls(tuple(spec["features"]), np.asarray(spec["mean"], np.float64),
+                   np.asarray(spec["scale"], np.float64), np.asarray(spec["coef"], np.float64),
+                   float(spec["intercept"]), float(spec["threshold"]))
+
+    def marked(self, X: list[list[float]]) -> list[bool]:
+        z = ((np.asarray(X, np.float64) - self.mean) / self.scale) @ self.coef + self.intercept
+        return (z >= math.log(self.threshold / (1 - self.threshold))).tolist()
+
+
+@lru_cache(maxsize=1)
+def packaged_word_model() -> WordModel | None:
+    """The packaged word model; None before one is fitted (the rules decide alone)."""
+    return WordModel.load(PACKAGED_WORD_MODEL) if PACKAGED_WORD_MODEL.exists() else None
 
 
 def claim_marks(claim: str, question: str, whole_answer: bool, profile: Claim, passage: str,
-                result: PairResult, conflicts: Sequence[str]) -> tuple[Mark, ...]:
-    """The marks of one judged pair (see the module docstring); () without a window."""
+                result: PairResult, conflicts: Sequence[str], model: WordModel | None | bool = True,
+                ) -> tuple[Mark, ...]:
+    """The marks of one judged pair (see the module docstring); () without a window.
+    `model`: the word model deciding which words are unsupported (True: the packaged one;
+    None or False: the rules alone — the benchmark's comparison)."""
     if result.window is None:
         return ()
     p = passage_profile(passage)  # lru-cached: the pair's features built it already
@@ -69,10 +115,130 @@ def claim_marks(claim: str, question: str, whole_answer: bool, profile: Claim, p
     if profile.polar is not None:
         return _polar_marks(claim, profile, p, i, j, support, conflicts)
     toks = [(s, e, raw, word_info(raw)) for s, e, raw in _words(claim)]
+    if not toks:
+        return ()
     asked = _asked(question, whole_answer, claim)
     contra = _contradicted(claim, toks, profile, passage, p, i, j, conflicts, asked)
-    flags = _unsupported(claim, toks, profile, support, asked)
+    wm = packaged_word_model() if model is True else model or None
+    if wm is None:
+        flags = _unsupported(claim, toks, profile, support, asked)
+    else:
+        X = word_features(claim, toks, profile, p, i, j, result, support, asked)
+        # The model decides among the words absent from the support and the stopwords
+        # around them; a word the passage holds only where most of its clause is missing
+        # (the clause is what is unsupported), so a fully supported claim has no mark.
+        flags = [m and (t[3][4] or bool(x[_ABSENT]) or (_markable(t[3], profile, asked) and x[_CLAUSE] >= WEAK_CLAUSE))
+                 for m, t, x in zip(wm.marked(X), toks, X, strict=True)]
     return _spans(claim, toks, flags, contra)
+
+
+# ------------------------------------------------------------------- word features
+WORD_FEATURES: tuple[str, ...] = (
+    "stop",             # a stopword (or negation): marked only inside or at the edge of a phrase
+    "absent_window",    # a content word absent from THE window
+    "absent_support",   # ... and from the sentences assembled over the page (what the judge found)
+    "absent_page",      # ... anywhere in the passage
+    "soft_found",       # absent from the support, but a support word shares its first 5 letters (paraphrase)
+    "weight",           # rarity weight / 6 (content words)
+    "number",           # a number
+    "name",             # a name or code (capitalised, not sentence-initial)
+    "clause_missing",   # weighted share of its clause's content words absent from the support
+    "clause_missing_w", # ... absent from THE window
+    "claim_missing",    # 1 - cov_fit: how much of the claim the judge did not find
+    "claim_missing_w",  # 1 - wcov_w
+    "prev_absent",      # the nearest content word before it is absent from the support
+    "next_absent",      # ... after it
+    "stop_between",     # a stopword between two absent content words
+    "stop_before",      # a stopword right before an absent content word (a phrase's "the", "in")
+    "position",         # token index / tokens: where in the claim
+    "later_clause",     # not in the claim's first clause
+    "negated",          # in the reach of the claim's negation
+    "near_absent",      # share of the content words within _NEAR words of it absent from the support
+    "near_absent_w",    # ... absent from THE window
+    "clause_words",     # content words in its clause / 10 (short clauses are marked whole more often)
+)
+_NEAR = 3  # words each side: a phrase people mark is a few words long
+_F = {name: i for i, name in enumerate(FEATURES)}
+_ABSENT = WORD_FEATURES.index("absent_support")
+_CLAUSE = WORD_FEATURES.index("clause_missing")
+
+
+def word_features(claim: str, toks: list[_Token], profile: Claim, p: Passage, i: int, j: int,
+                  result: PairResult, support: frozenset[str], asked: frozenset[str]) -> list[list[float]]:
+    """WORD_FEATURES of every word of the claim (rows in `toks` order)."""
+    window = frozenset(p.norms[i:j])
+    prefixes = {w[:5] for w in window | result.fit if len(w) >= 5}
+    content = [not f[4] and f[0] in profile.weights for _, _, _, f in toks]
+    absent = [c and f[0] not in support and f[0] not in asked for c, (_, _, _, f) in zip(content, toks, strict=True)]
+    clause_of = [0] * len(toks)
+    clause_miss: list[tuple[float, float]] = []
+    for n, (lo, hi) in enumerate(_clauses(claim, toks)):
+        words = [toks[k][3][0] for k in range(lo, hi) if content[k]]
+        total = math.fsum(profile.weights[w] for w in words)
+        miss = math.fsum(profile.weights[w] for w in words if w not in support) / total if total else 0.0
+        miss_w = math.fsum(profile.weights[w] for w in words if w not in window) / total if total else 0.0
+        clause_miss.append((miss, miss_w))
+        for k in range(lo, hi):
+            clause_of[k] = n
+    prev_abs, nxt_abs = _neighbour_flags(content, absent)
+    absent_w = [c and f[0] not in window and f[0] not in asked for c, (_, _, _, f) in zip(content, toks, strict=True)]
+    clause_size = [0] * len(clause_miss)
+    for k, c in enumerate(content):
+        clause_size[clause_of[k]] += c
+    feats = result.features
+    claim_missing, claim_missing_w = 1 - feats[_F["cov_fit"]], 1 - feats[_F["wcov_w"]]
+    n = len(toks)
+    rows = []
+    for k, (_s, _e, raw, f) in enumerate(toks):
+        c = content[k]
+        stop = not c
+        rows.append([
+            float(stop),
+            float(c and f[0] not in window),
+            float(absent[k]),
+            float(c and f[0] not in p.all_norms),
+            float(absent[k] and f[0][:5] in prefixes and len(f[0]) >= 5),
+            profile.weights.get(f[0], 0.0) / 6 if c else 0.0,
+            float(f[1]),
+            float(c and f[2] and (k > 0 or raw.isupper())),
+            clause_miss[clause_of[k]][0],
+            clause_miss[clause_of[k]][1],
+            claim_missing,
+            claim_missing_w,
+            float(prev_abs[k]),
+            float(nxt_abs[k]),
+            float(stop and prev_abs[k] and nxt_abs[k]),
+            float(stop and k + 1 < n and absent[k + 1]),
+            k / n,
+            float(clause_of[k] > 0),
+            float(c and f[0] in profile.neg_loose),
+            _share(absent, content, k),
+            _share(absent_w, content, k),
+            min(clause_size[clause_of[k]], 10) / 10,
+        ])
+    return rows
+
+
+def _share(flag: list[bool], content: list[bool], k: int) -> float:
+    """Share of the content words within _NEAR tokens of token k that are flagged."""
+    near = [f for f, c in zip(flag[max(0, k - _NEAR):k + _NEAR + 1], content[max(0, k - _NEAR):k + _NEAR + 1],
+                              strict=True) if c]
+    return sum(near) / len(near) if near else 0.0
+
+
+def _neighbour_flags(content: list[bool], absent: list[bool]) -> tuple[list[bool], list[bool]]:
+    """Per token: is the nearest content word before it / after it absent."""
+    prev, last = [], False
+    for c, a in zip(content, absent, strict=True):
+        prev.append(last)
+        if c:
+            last = a
+    nxt, last = [], False
+    for c, a in zip(reversed(content), reversed(absent), strict=True):
+        nxt.append(last)
+        if c:
+            last = a
+    return prev, nxt[::-1]
 
 
 # ------------------------------------------------------------------------ which words
@@ -250,14 +416,15 @@ def _spans(claim: str, toks: list[_Token], flags: list[bool],
     word or a contradicted one."""
     out: list[Mark] = []
     run: tuple[int, int] | None = None  # the unsupported phrase being built
+    spoken = False  # it holds a content word (stopwords alone are never a mark)
     spans = sorted(contra.items())
     c = 0  # the next contradicted span
     for k, (s, e, _raw, f) in enumerate(toks):
         if c < len(spans) and spans[c][0][0] <= s:
             (cs, ce), (es, ee) = spans[c]
             if run:
-                out.append(_unsupported_mark(claim, run))
-                run = None
+                out += _unsupported_mark(claim, run, spoken)
+                run, spoken = None, False
             out.append((cs, _end(claim, ce), "contradicted", es, ee))
             while c < len(spans) and spans[c][0][0] < ce:
                 c += 1  # (a span overlapping the one written is dropped: marks never overlap)
@@ -265,16 +432,17 @@ def _spans(claim: str, toks: list[_Token], flags: list[bool],
             continue  # inside the contradicted span just written
         if flags[k]:
             run = (s, e) if run is None else (run[0], e)
+            spoken = spoken or not f[4]
         elif not f[4] and run:
-            out.append(_unsupported_mark(claim, run))
-            run = None
+            out += _unsupported_mark(claim, run, spoken)
+            run, spoken = None, False
     if run:
-        out.append(_unsupported_mark(claim, run))
+        out += _unsupported_mark(claim, run, spoken)
     return tuple(out)
 
 
-def _unsupported_mark(claim: str, run: tuple[int, int]) -> Mark:
-    return (run[0], _end(claim, run[1]), "unsupported", None, None)
+def _unsupported_mark(claim: str, run: tuple[int, int], spoken: bool) -> list[Mark]:
+    return [(run[0], _end(claim, run[1]), "unsupported", None, None)] if spoken else []
 
 
 def _end(claim: str, e: int) -> int:
