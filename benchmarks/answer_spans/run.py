@@ -38,18 +38,21 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _real_claims import DATA, REPO
 from ragspan.tasks.core.text import word_info
 from ragspan.tasks.judges.local import split_claims
-from ragspan.tasks.judges.verifier import PACKAGED_MODEL, Verifier
+from ragspan.tasks.judges.verifier import PACKAGED_MODEL, Verifier, decide
 from ragspan.tasks.judges.verifier.features import (
     _words,
     claim_profile,
     pair_features,
     passage_profile,
 )
+from ragspan.tasks.judges.verifier.marks import claim_marks
 
 Span = tuple[int, int]
 SPLITS = ("train", "dev")
@@ -200,6 +203,32 @@ def run_summedits(verifier: Verifier, limit: int | None = None) -> dict:
     return out
 
 
+# ------------------------------------------------------------------------------ cost
+def micro(verifier: Verifier, reps: int = 5) -> dict[str, float]:
+    """µs per pair of claim_marks against the pair's features (WiCE dev pairs with a
+    window, profiles and passages already cached, as in the judge)."""
+    pairs = []
+    for r in wice("dev"):
+        claim, passage = r["claim"], "\n".join(r["evidence"])
+        prof = claim_profile(claim, "", False)
+        res = pair_features(prof, passage) if prof is not None else None
+        if res is not None and res.window is not None:
+            X = np.asarray([[res.features[c] for c in verifier._columns]], np.float64)
+            d = decide(float(verifier.model.matrix(X)[0, 0]), res.features, verifier.rules)
+            pairs.append((claim, prof, passage, res, d.conflicts))
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        for claim, prof, passage, res, conflicts in pairs:
+            claim_marks(claim, "", False, prof, passage, res, conflicts)
+    marks_us = (time.perf_counter() - t0) / (reps * len(pairs)) * 1e6
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        for _claim, prof, passage, _res, _c in pairs:
+            pair_features(prof, passage)
+    feats_us = (time.perf_counter() - t0) / (reps * len(pairs)) * 1e6
+    return {"pairs": len(pairs), "marks_us_per_pair": round(marks_us, 1), "features_us_per_pair": round(feats_us, 1)}
+
+
 # ------------------------------------------------------------------------------ main
 def table(res: dict) -> str:
     lines = [f"{'set':<16}{'method':<10}{'P':>7}{'R':>7}{'tok F1':>8}{'chr F1':>8}{'found':>8}{'false':>8}"]
@@ -227,7 +256,10 @@ def main(argv: list[str] | None = None, report: Callable[[str], None] = print) -
     if not args.no_summedits:
         res["summedits"] = run_summedits(verifier, args.summedits_limit)
     res["judge_seconds_per_claim_wice"] = {k: round(t / n, 5) for k, (t, n) in timing.items()}
+    res["cost"] = micro(verifier)
     report(table(res))
+    report(f"cost (WiCE dev, {res['cost']['pairs']} pairs): marks {res['cost']['marks_us_per_pair']} µs/pair, "
+           f"the pair's features {res['cost']['features_us_per_pair']} µs/pair")
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(res, indent=1) + "\n", encoding="utf-8")
     return 0

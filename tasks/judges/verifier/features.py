@@ -66,10 +66,11 @@ _CLAUSE_WORDS = frozenset(["and", "but", "which", "who", "while", "whereas", "wh
 _CLAUSE_PUNCT = re.compile(r"[,;:()\u2013\u2014]|\s-\s")
 
 
-def _clause_words(text: str) -> list[tuple[int, int, str, bool]]:
-    """Words with a flag: does a clause boundary (punctuation or a joining word) precede it."""
+def _clause_words(text: str, words: list[tuple[int, int, str]] | None = None) -> list[tuple[int, int, str, bool]]:
+    """Words with a flag: does a clause boundary (punctuation or a joining word) precede
+    it. `words`: `_words(text)` when the caller has it already."""
     out, prev = [], 0
-    for s, e, raw in _words(text):
+    for s, e, raw in _words(text) if words is None else words:
         sep = bool(_CLAUSE_PUNCT.search(text, prev, s)) or raw.lower() in _CLAUSE_WORDS
         out.append((s, e, raw, sep))
         prev = e

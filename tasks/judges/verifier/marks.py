@@ -112,6 +112,10 @@ def claim_marks(claim: str, question: str, whole_answer: bool, profile: Claim, p
     p = passage_profile(passage)  # lru-cached: the pair's features built it already
     i, j = result.window
     support = frozenset(p.norms[i:j]) | result.fit
+    if not conflicts and profile.content <= support:
+        # Every word found and nothing changed: no mark is possible (most judged pairs;
+        # the cheap exit keeps the judge's cost where it was).
+        return ()
     if profile.polar is not None:
         return _polar_marks(claim, profile, p, i, j, support, conflicts)
     toks = [(s, e, raw, word_info(raw)) for s, e, raw in _words(claim)]
@@ -181,7 +185,7 @@ def word_features(claim: str, toks: list[_Token], profile: Claim, p: Passage, i:
         for k in range(lo, hi):
             clause_of[k] = n
     prev_abs, nxt_abs = _neighbour_flags(content, absent)
-    absent_w = [c and f[0] not in window and f[0] not in asked for c, (_, _, _, f) in zip(content, toks, strict=True)]
+    near, near_w = _near_shares(content, absent), _near_shares(content, _absent_from(content, toks, window, asked))
     clause_size = [0] * len(clause_miss)
     for k, c in enumerate(content):
         clause_size[clause_of[k]] += c
@@ -212,18 +216,31 @@ def word_features(claim: str, toks: list[_Token], profile: Claim, p: Passage, i:
             k / n,
             float(clause_of[k] > 0),
             float(c and f[0] in profile.neg_loose),
-            _share(absent, content, k),
-            _share(absent_w, content, k),
+            near[k],
+            near_w[k],
             min(clause_size[clause_of[k]], 10) / 10,
         ])
     return rows
 
 
-def _share(flag: list[bool], content: list[bool], k: int) -> float:
-    """Share of the content words within _NEAR tokens of token k that are flagged."""
-    near = [f for f, c in zip(flag[max(0, k - _NEAR):k + _NEAR + 1], content[max(0, k - _NEAR):k + _NEAR + 1],
-                              strict=True) if c]
-    return sum(near) / len(near) if near else 0.0
+def _absent_from(content: list[bool], toks: list[_Token], window: frozenset[str], asked: frozenset[str]) -> list[bool]:
+    return [c and t[3][0] not in window and t[3][0] not in asked for c, t in zip(content, toks, strict=True)]
+
+
+def _near_shares(content: list[bool], flag: list[bool]) -> list[float]:
+    """Per token: the share of the content words within _NEAR tokens of it (itself
+    included) that are flagged — prefix sums, linear in the claim's length."""
+    n = len(content)
+    cs, fs = [0], [0]
+    for c, f in zip(content, flag, strict=True):
+        cs.append(cs[-1] + c)
+        fs.append(fs[-1] + (c and f))
+    out = []
+    for k in range(n):
+        lo, hi = max(0, k - _NEAR), min(n, k + _NEAR + 1)
+        m = cs[hi] - cs[lo]
+        out.append((fs[hi] - fs[lo]) / m if m else 0.0)
+    return out
 
 
 def _neighbour_flags(content: list[bool], absent: list[bool]) -> tuple[list[bool], list[bool]]:
@@ -274,7 +291,7 @@ def _unsupported(claim: str, toks: list[_Token], profile: Claim, support: frozen
 def _clauses(claim: str, toks: list[_Token]) -> list[tuple[int, int]]:
     """Token ranges of the claim's clauses (features._clause_words' boundaries)."""
     out, start = [], 0
-    for k, (_s, _e, _raw, sep) in enumerate(_clause_words(claim)):
+    for k, (_s, _e, _raw, sep) in enumerate(_clause_words(claim, [t[:3] for t in toks])):
         if sep and k > start:
             out.append((start, k))
             start = k
