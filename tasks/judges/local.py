@@ -30,6 +30,7 @@ from pathlib import Path
 from ragspan.tasks.core.text import sentence_spans
 from ragspan.tasks.judges.base import (
     AnswerItem,
+    ClaimMark,
     ClaimText,
     JudgeFailure,
     JudgeItem,
@@ -161,13 +162,14 @@ def _judge_rows(model: str, items: list[tuple[str, list[str], str, bool]]) -> li
 
 
 def _from_row(row: Row) -> Verdict | JudgeFailure:
-    verdict, confidence, support, quote, quote_start, reason = row
+    verdict, confidence, support, quote, quote_start, reason, marks = row
     if verdict.startswith("!"):
         return JudgeFailure(kind=verdict[1:], detail=reason)
-    if quote is None:
+    if quote is None and not marks:
         return _quoteless(verdict, confidence, support, reason)
     return Verdict(verdict=verdict, confidence=confidence, support=support, quote=quote, quote_start=quote_start,
-                   reason=reason)
+                   reason=reason, marks=tuple(ClaimMark(start=s, end=e, kind=k, evidence_start=es, evidence_end=ee)
+                                              for s, e, k, es, ee in marks))
 
 
 @lru_cache(maxsize=4096)

@@ -24,6 +24,7 @@ import math
 import re
 import unicodedata
 from bisect import bisect_left
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -65,10 +66,11 @@ _CLAUSE_WORDS = frozenset(["and", "but", "which", "who", "while", "whereas", "wh
 _CLAUSE_PUNCT = re.compile(r"[,;:()\u2013\u2014]|\s-\s")
 
 
-def _clause_words(text: str) -> list[tuple[int, int, str, bool]]:
-    """Words with a flag: does a clause boundary (punctuation or a joining word) precede it."""
+def _clause_words(text: str, words: list[tuple[int, int, str]] | None = None) -> list[tuple[int, int, str, bool]]:
+    """Words with a flag: does a clause boundary (punctuation or a joining word) precede
+    it. `words`: `_words(text)` when the caller has it already."""
     out, prev = [], 0
-    for s, e, raw in _words(text):
+    for s, e, raw in _words(text) if words is None else words:
         sep = bool(_CLAUSE_PUNCT.search(text, prev, s)) or raw.lower() in _CLAUSE_WORDS
         out.append((s, e, raw, sep))
         prev = e
@@ -196,19 +198,26 @@ def negation_reach(text: str) -> tuple[frozenset[str], frozenset[str], bool, fro
 
 def quantities(text: str) -> tuple[tuple[str, str], ...]:
     """(number, unit) for every number followed by a unit word or a percent sign."""
+    return tuple((n, u) for n, u, _s, _e in quantity_spans(text))
+
+
+def quantity_spans(text: str) -> list[tuple[str, str, int, int]]:
+    """(number, unit, start, end) for every number followed by a unit word or a percent
+    sign: `quantities`, with where the unit is written (answer spans mark it; a percent
+    sign, no word of its own, with its number: "5%")."""
     out = []
     words = _words(text)
-    for k, (_s, e, raw) in enumerate(words):
+    for k, (s, e, raw) in enumerate(words):
         f = word_info(raw)
         if not f[1]:
             continue
         if text[e:e + 2].lstrip().startswith("%"):
-            out.append((f[0], "%"))
+            out.append((f[0], "%", s, text.index("%", e) + 1))
         elif k + 1 < len(words):
             unit = word_info(words[k + 1][2])[0]
             if unit in UNITS or words[k + 1][2].casefold() in UNITS:
-                out.append((f[0], "%" if unit in ("percent", "per cent") else unit))
-    return tuple(out)
+                out.append((f[0], "%" if unit in ("percent", "per cent") else unit, words[k + 1][0], words[k + 1][1]))
+    return out
 
 
 @lru_cache(maxsize=8192)  # a claim is judged twice (retrieved chunks, then corpus hits) within its shard
@@ -424,6 +433,9 @@ class PairResult:
     quote_start: int | None
     quote_end: int | None
     window: tuple[int, int] | None  # token range of THE window
+    # the claim's words in the sentences that best cover it (as many as it has clauses):
+    # support assembled over the page, which answer spans count as found
+    fit: frozenset[str] = frozenset()
 
 
 def _wcov(c: Claim, present) -> float:
@@ -625,7 +637,7 @@ def pair_features(claim: Claim, passage: str) -> PairResult:
         "spec_u3": spec_u3, "density_w": density_w, "len_passage": math.log1p(ns) / 5,
         "clause_min_s": clause_min_s, "soft_u3": soft_u3,
     }
-    return PairResult([feats[f] for f in FEATURES], p.starts[first], p.ends[last], bw)
+    return PairResult([feats[f] for f in FEATURES], p.starts[first], p.ends[last], bw, fit)
 
 
 # The window states the claim (a changed name, number, unit or negation in it is a
@@ -717,6 +729,12 @@ def _slot_conflict(claim: Claim, norms: list[str], names: list[bool]) -> bool:
     "Nov. 21, 2015", the window "Nov. 21, 2014". A content word next to a name or number
     of the claim is, in the window, next to another name or number and never within
     reach of the claim's."""
+    return next(slot_clashes(claim, norms, names), None) is not None
+
+
+def slot_clashes(claim: Claim, norms: list[str], names: list[bool]) -> Iterator[tuple[str, int]]:
+    """(the claim's name or number, the index in `norms` of the other one standing in its
+    place) for each slot conflict (`_slot_conflict`; answer spans mark both)."""
     for prev, name, nxt in claim.name_slots:
         for anchor, after in ((prev, True), (nxt, False)):
             if not anchor:
@@ -730,9 +748,10 @@ def _slot_conflict(claim: Claim, norms: list[str], names: list[bool]) -> bool:
                 continue
             j = [i + 1 if after else i - 1 for i in at]
             # (the other one is not a name the claim itself states: lists come in any order)
-            if any(0 <= x < len(norms) and names[x] and norms[x] not in claim.content for x in j):
-                return True
-    return False
+            for x in j:
+                if 0 <= x < len(norms) and names[x] and norms[x] not in claim.content:
+                    yield name, x
+                    break
 
 
 def _negation_conflict(claim: Claim, wset: frozenset[str], wtext: str, about: bool) -> bool:
