@@ -171,6 +171,34 @@ def test_sample_report_highlights_every_span_exactly(browser, sample_report):
     assert (ARTIFACTS / "report-sample.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_answer_words_without_support_are_marked_and_lead_to_the_contradicting_evidence(browser, sample_report):
+    browser.open((sample_report / "report.html").as_uri())
+    assert browser.problems() == []
+    shown = browser.eval("""[...document.querySelectorAll('.answer a.mk')].map(a => [
+        a.classList.contains('mk-contradicted') ? 'contradicted' : 'unsupported', a.textContent,
+        a.getAttribute('href'), a.getClientRects().length > 0])""")
+    marked = pd.read_parquet(sample_report / "answer_spans.parquet")
+    assert set(marked["kind"]) == {"unsupported", "contradicted"}
+    assert all(visible for *_, visible in shown)
+    assert sorted((k, t) for k, t, *_ in shown) == sorted(zip(marked["kind"], marked["text"]))
+    # questions are shown in id order, each answer's words in reading order
+    rows = marked[marked["kind"] == "contradicted"].sort_values(["question_id", "answer_start"]).to_dict("records")
+    links = [(t, h) for k, t, h, _ in shown if k == "contradicted"]
+    assert [t for t, _ in links] == [r["text"] for r in rows]
+    for row, (_, href) in zip(rows, links, strict=True):
+        # clicking the word jumps to the evidence that says otherwise, highlighted in its document
+        target = browser.eval(f"""(() => {{
+            const a = [...document.querySelectorAll('.answer a.mk-contradicted')].find(
+                x => x.getAttribute('href') === {json.dumps(href)});
+            a.click();
+            const box = document.querySelector(location.hash);
+            const m = box.querySelector('mark.contra');
+            return [location.hash, m.textContent, m.dataset.doc, +m.dataset.start, +m.dataset.end,
+                    box.getClientRects().length > 0];
+        }})()""")
+        assert target == [href, row["evidence_text"], row["doc_id"], row["char_start"], row["char_end"], True]
+
+
 def test_filtering_by_label_shows_only_that_label(browser, sample_report):
     browser.open((sample_report / "report.html").as_uri())
     diagnoses = pd.read_parquet(sample_report / "diagnoses.parquet")

@@ -265,7 +265,7 @@ def _contradiction_html(m: dict, anchor: str, texts: dict[str, str]) -> str:
     lo, hi = max(0, s - CONTEXT_CHARS), min(len(doc), e + CONTEXT_CHARS)
     return (f'<div class="ev contra" id="{anchor}"><p class="src"><b class="contra-tag">contradicts '
             f'&ldquo;{_e(m["text"])}&rdquo;</b> · <b>{_e(doc_id)}</b> · chars [{s}, {e})</p>'
-            f'<pre class="doc">{"…" if lo else ""}{_e(doc[lo:s])}<mark class="ev contra" data-doc="{_e(doc_id)}" '
+            f'<pre class="doc">{"…" if lo else ""}{_e(doc[lo:s])}<mark class="contra" data-doc="{_e(doc_id)}" '
             f'data-start="{s}" data-end="{e}">{_e(doc[s:e])}</mark>{_e(doc[e:hi])}{"…" if hi < len(doc) else ""}'
             f"</pre></div>")
 
@@ -495,7 +495,7 @@ article.q h3{margin:6px 0}.qid{font-family:monospace;color:#555;margin-right:6px
 a.as{color:inherit;text-decoration:none;border-bottom:2px solid;padding:1px 0}
 .mk-unsupported{text-decoration:underline wavy #c0392b;text-decoration-skip-ink:none}
 .mk-contradicted{text-decoration:line-through 2px #c0392b;background:#c0392b22}
-p.marks{margin:2px 0;font-size:.9em}div.ev.contra{border-left:3px solid #c0392b}mark.ev.contra{background:#f5b7b1}
+p.marks{margin:2px 0;font-size:.9em}div.ev.contra{border-left:3px solid #c0392b}mark.contra{background:#f5b7b1}
 ol.claims{padding-left:1.4em}li.claim{margin:10px 0}.ctext{margin:0}.why{color:#555;font-size:13px;margin:2px 0}
 .src{color:#555;font-size:13px;margin:4px 0 0}.decides-tag{color:#000}
 pre.doc{white-space:pre-wrap;word-break:break-word;background:#f6f6f6;padding:6px 8px;border-left:3px solid #bbb;
