@@ -543,3 +543,54 @@ def test_the_question_reaches_both_prompts_and_the_cache_key(make, server):
     calls = server.count
     judge.judge("Delhi.", ["New Delhi is the capital of India."], "What is the capital of Bhutan?")
     assert server.count == calls + 1  # another question: not served from the cache
+
+
+# -- unsupported words: validated against the claim like quotes against passages -----------------
+
+
+def test_unsupported_words_become_claim_marks_with_the_contradicting_passage_words(server, make):
+    passages = ["Refunds are issued within 14 days of the request."]
+    claim = "Refunds are issued within 30 days by cheque."
+    server.push(verdicts({**v(1, "partial", quote="Refunds are issued within 14 days"),
+                          "unsupported_words": [{"words": "30", "passage_says": "14"},
+                                                {"words": "by cheque", "passage_says": ""}]}))
+    judge = make()
+    out = judge.judge(claim, passages)[0]
+    assert server.count == 1 and out.verdict == "partial"
+    got = [(claim[m.start:m.end], m.kind, None if m.evidence_start is None else
+            passages[0][m.evidence_start:m.evidence_end]) for m in out.marks]
+    assert got == [("30", "contradicted", "14"), ("by cheque", "unsupported", None)]
+    assert judge.stats.invalid_marks == 0
+    # cached with the verdict: the same call again asks nothing and gives the same marks
+    again = make().judge(claim, passages)[0]
+    assert server.count == 1 and again.marks == out.marks
+
+
+def test_words_not_in_the_claim_are_reasked_once_then_dropped_and_counted(server, make):
+    passages = ["Refunds are issued within 14 days."]
+    claim = "Refunds are issued within 30 days."
+    bad = {**v(1, "partial", quote="Refunds are issued within 14 days"),
+           "unsupported_words": [{"words": "thirty", "passage_says": "14"}, {"words": "30", "passage_says": "fourteen"}]}
+    server.push(verdicts(bad), verdicts(bad))
+    judge = make()
+    out = judge.judge(claim, passages)[0]
+    assert server.count == 2
+    assert "'thirty' are not an exact substring of the claim" in server.requests[1]["messages"][-1]["content"]
+    # the verdict stands; the word in the claim is kept (as unsupported: the passage does
+    # not hold "fourteen"), the other dropped and counted
+    assert out.verdict == "partial" and [(claim[m.start:m.end], m.kind) for m in out.marks] == [("30", "unsupported")]
+    assert judge.stats.invalid_marks == 1 and judge.stats.invalid_quotes == 0
+
+
+def test_the_small_model_grammar_lets_only_partial_verdicts_mark_words_of_the_claim():
+    from ragspan.tasks.judges.openai_messages import Extraction, extract_choices
+    from ragspan.tasks.judges.output_modes import grammar_schema
+
+    g = grammar_schema(Extraction.model_json_schema(),
+                       **extract_choices(["Refunds are issued within 14 days."], "Refunds take 30 days."))
+    variants = g["properties"]["verdicts"]["prefixItems"][0]["anyOf"]
+    by_verdict = {tuple(x["properties"]["verdict"]["enum"]): x["properties"]["unsupported_words"] for x in variants}
+    assert by_verdict[("unsupported",)]["maxItems"] == 0
+    marks = by_verdict[("supported", "partial")]
+    assert marks["maxItems"] > 0
+    assert marks["items"]["properties"]["words"]["enum"] == ["Refunds", "take", "30", "days."]

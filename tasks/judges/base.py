@@ -178,6 +178,7 @@ class JudgeStats(BaseModel):
     errors: int = 0
     retryable_errors: int = 0  # errors of a RETRYABLE_FAILURES kind
     invalid_quotes: int = 0
+    invalid_marks: int = 0  # words an LLM judge marked unsupported that are not in the claim (dropped)
     failed_calls: int = 0  # requests sent that ended without a usable reply (LLM judges)
     prompt_tokens: int = 0
     completion_tokens: int = 0

@@ -229,20 +229,27 @@ class OpenAIJudge:
             return [JudgeFailure(kind="no_content", detail="the claim is empty") for _ in passages]
         prompt = self._prompts["extract"]
         messages = extract_messages(prompt, claim, passages, question)
-        choices = extract_choices(passages)
+        choices = extract_choices(passages, claim)
         first = self._call(prompt, messages, Extraction, choices)
         if isinstance(first, JudgeFailure):
             return [first for _ in passages]
-        verdicts, problems = checked_verdicts(first.value, passages, range(1, len(passages) + 1))
+        verdicts, problems, dropped = checked_verdicts(first.value, passages, range(1, len(passages) + 1), claim)
         if problems:
             reask = reask_messages(prompt, messages, first.value, [msg for _, msg in sorted(problems.items())])
             second = self._call(prompt, reask, Extraction, choices)
+            # A verdict whose only fault was a marked word not in the claim stands (without
+            # that word) unless the re-ask gives a better one.
             if isinstance(second, JudgeFailure):
-                verdicts.update(reask_outcome(problems, second))
+                verdicts.update(reask_outcome({n: m for n, m in problems.items() if n not in verdicts}, second))
             else:
-                again, still = checked_verdicts(second.value, passages, problems)
-                verdicts.update(again)
-                verdicts.update(still_wrong(still))
+                again, still, dropped_again = checked_verdicts(second.value, passages, problems, claim)
+                for n in problems:
+                    if n in again:
+                        verdicts[n], dropped[n] = again[n], dropped_again.get(n, 0)
+                verdicts.update(still_wrong({n: m for n, m in still.items() if n not in verdicts}))
+        if sum(dropped.values()):
+            with self._lock:
+                self.stats.invalid_marks += sum(dropped.values())
         out = [verdicts[n] for n in range(1, len(passages) + 1)]
         bad = sum(isinstance(v, JudgeFailure) and v.kind == "invalid_quote" for v in out)
         if bad:

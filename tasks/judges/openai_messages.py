@@ -45,6 +45,16 @@ class Decomposition(_Out):
         "states nothing checkable."))
 
 
+class WordMark(_Out):
+    words: str = Field(description=(
+        "Words of the CLAIM that this passage does not support, copied verbatim from the claim "
+        "(an exact substring of the claim: same spelling and capitalisation)."))
+    passage_says: str = Field(description=(
+        "If the passage states something else instead (another number, date, name, or the "
+        "opposite), those words of the PASSAGE copied verbatim (an exact substring of the "
+        "passage); otherwise an empty string."))
+
+
 class PassageVerdict(_Out):
     passage: int = Field(description='The number N of the passage this verdict is about (<passage id="N">).')
     verdict: Literal["supported", "partial", "unsupported"] = Field(description=(
@@ -57,6 +67,9 @@ class PassageVerdict(_Out):
         "pieces). For unsupported: an empty string."))
     confidence: float = Field(ge=0, le=1, description="Probability between 0 and 1 that the verdict is right.")
     reason: str = Field(description="One short sentence explaining the verdict.")
+    unsupported_words: list[WordMark] = Field(default_factory=list, description=(
+        "For partial: each stretch of the claim this passage does not support (the changed "
+        "number, the missing condition, ...). For supported and unsupported: an empty list."))
 
 
 class Extraction(_Out):
@@ -92,9 +105,11 @@ def extract_messages(prompt: Prompt, claim: str, passages: Sequence[str], questi
                                                         passages=numbered(passages))}]
 
 
-def extract_choices(passages: Sequence[str]) -> dict:
-    """Each passage's sentences: the quotes a grammar-constrained server may copy."""
-    return {"passage_quotes": [[p[a:b] for a, b in sentence_spans(p)] for p in passages]}
+def extract_choices(passages: Sequence[str], claim: str = "") -> dict:
+    """Each passage's sentences (the quotes a grammar-constrained server may copy) and the
+    claim's words (what it may mark unsupported)."""
+    return {"passage_quotes": [[p[a:b] for a, b in sentence_spans(p)] for p in passages],
+            "claim_words": list(dict.fromkeys(w for w in claim.split() if w.strip(".,;:!?\"'()")))}
 
 
 def reask_messages(prompt: Prompt, messages: list[dict], first: dict, problems: Iterable[str]) -> list[dict]:

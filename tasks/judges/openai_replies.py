@@ -18,8 +18,8 @@ from typing import Any
 
 from pydantic import BaseModel
 from ragspan.tasks.core.locate import locate_quote
-from ragspan.tasks.judges.base import ClaimText, JudgeFailure, Verdict
-from ragspan.tasks.judges.openai_messages import Decomposition, Extraction, PassageVerdict
+from ragspan.tasks.judges.base import ClaimMark, ClaimText, JudgeFailure, Verdict
+from ragspan.tasks.judges.openai_messages import Decomposition, Extraction, PassageVerdict, WordMark
 from ragspan.tasks.judges.output_modes import json_text_of
 
 
@@ -133,14 +133,17 @@ def claims_of(value: dict, answer: str) -> list[ClaimText]:
     return claims
 
 
-def checked_verdicts(value: dict, passages: Sequence[str], wanted: Iterable[int]
-                     ) -> tuple[dict[int, Verdict | JudgeFailure], dict[int, str]]:
-    """Accepted verdicts and, per passage number, what was wrong (for the re-ask)."""
+def checked_verdicts(value: dict, passages: Sequence[str], wanted: Iterable[int], claim: str = ""
+                     ) -> tuple[dict[int, Verdict | JudgeFailure], dict[int, str], dict[int, int]]:
+    """Accepted verdicts, per passage number what was wrong (for the re-ask), and how many
+    marked words were dropped (not in the claim). A verdict with a good quote is accepted
+    even when some of its marks are not: those are named for the re-ask, and dropped."""
     by_number: dict[int, PassageVerdict] = {}
     for v in Extraction.model_validate(value).verdicts:
         by_number.setdefault(v.passage, v)
     ok: dict[int, Verdict | JudgeFailure] = {}
     problems: dict[int, str] = {}
+    dropped: dict[int, int] = {}
     for n in wanted:
         v = by_number.get(n)
         if v is None:
@@ -150,18 +153,40 @@ def checked_verdicts(value: dict, passages: Sequence[str], wanted: Iterable[int]
             ok[n] = Verdict(verdict="unsupported", confidence=v.confidence, reason=v.reason,
                             support=1 - v.confidence)
             continue
-        hit = locate_quote(passages[n - 1], v.quote, None)
+        passage = passages[n - 1]
+        hit = locate_quote(passage, v.quote, None)
         if hit is None:
             shown = v.quote if len(v.quote) <= 300 else v.quote[:300] + "…"
             problems[n] = (f"Passage {n}: verdict `{v.verdict}` needs a quote, but the quote was empty."
                            if not v.quote.strip() else
                            f"Passage {n}: the quote {shown!r} is not an exact substring of passage {n}.")
             continue
+        marks, bad = claim_marks_of(v.unsupported_words, claim, passage)
+        if bad:
+            problems[n] = f"Passage {n}: " + " ".join(bad)
+            dropped[n] = len(bad)
         # The model states how sure it is of its verdict; as a probability of support
         # that is its confidence for `supported` and the rest for anything else.
         ok[n] = Verdict(verdict=v.verdict, confidence=v.confidence, quote=v.quote, quote_start=hit[0],
-                        reason=v.reason, support=v.confidence if v.verdict == "supported" else 1 - v.confidence)
-    return ok, problems
+                        reason=v.reason, support=v.confidence if v.verdict == "supported" else 1 - v.confidence,
+                        marks=marks)
+    return ok, problems, dropped
+
+
+def claim_marks_of(words: Sequence[WordMark], claim: str, passage: str) -> tuple[tuple[ClaimMark, ...], list[str]]:
+    """The marks a reply gives, placed in the claim (exact, then normalised, as quotes are
+    placed in passages), and what was wrong with the others. What the passage says instead
+    is kept only when it is in the passage; otherwise the words stay marked unsupported."""
+    marks, bad = [], []
+    for w in words:
+        at = locate_quote(claim, w.words, None)
+        if at is None:
+            bad.append(f"The unsupported words {w.words[:120]!r} are not an exact substring of the claim.")
+            continue
+        says = locate_quote(passage, w.passage_says, None) if w.passage_says.strip() else None
+        marks.append(ClaimMark(start=at[0], end=at[1], kind="contradicted" if says else "unsupported",
+                               evidence_start=says[0] if says else None, evidence_end=says[1] if says else None))
+    return tuple(marks), bad
 
 
 def reask_outcome(problems: dict[int, str], second: JudgeFailure) -> dict[int, Verdict | JudgeFailure]:

@@ -90,8 +90,12 @@ _MAX_CLAIM_CHARS = 400
 _CLAIMS_PER_SENTENCE = 2
 
 
+_MAX_MARKS = 6  # unsupported stretches per verdict a small model may list
+_MAX_SAYS_CHARS = 80
+
+
 def grammar_schema(schema: dict, *, passage_quotes: list[list[str]] | None = None,
-                   answer_texts: list[str] | None = None) -> dict:
+                   answer_texts: list[str] | None = None, claim_words: list[str] | None = None) -> dict:
     """The schema sent to a grammar-constrained server (`json_object_schema`), tightened
     so that even a small model's output is usable: exactly one verdict per passage sent,
     in order, whose quote can only be one of that passage's sentences (or empty) and
@@ -130,6 +134,17 @@ def grammar_schema(schema: dict, *, passage_quotes: list[list[str]] | None = Non
                 props["quote"] = quote
                 props["confidence"] = {"type": "number", "enum": _CONFIDENCES}
                 props["reason"] = {"type": "string", "maxLength": _MAX_REASON_CHARS}
+                if "unsupported_words" in props:
+                    # only a partial verdict marks words, each one of the claim's words (stretches
+                    # of several are joined again when placed); what the passage says instead is
+                    # bounded and still checked against the passage
+                    marks = {"type": "object", "properties": {
+                        "words": {"type": "string", "enum": claim_words} if claim_words else
+                        {"type": "string", "maxLength": _MAX_CLAIM_CHARS},
+                        "passage_says": {"type": "string", "maxLength": _MAX_SAYS_CHARS}},
+                        "required": ["words", "passage_says"], "additionalProperties": False}
+                    props["unsupported_words"] = {"type": "array", "items": marks,
+                                                  "maxItems": _MAX_MARKS if "partial" in verdicts else 0}
                 variants.append(one)
             items.append({"anyOf": variants} if len(variants) > 1 else variants[0])
         out["properties"]["verdicts"] = {"type": "array", "prefixItems": items, "items": False,
