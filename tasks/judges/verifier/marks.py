@@ -9,10 +9,15 @@ statement its question makes with it, but only the answer's own words can be mar
 - `contradicted`: what a conflict changed — the claim's number, unit, name or negation
   that the window states differently; the evidence is the window's differing word
   (passage offsets).
-- `unsupported`: the claim's content words absent from the support the judge found (THE
-  window and the sentences that best cover the claim), a clause holding too little of its
-  words in that support marked whole, and the stopwords between two marked words (people
-  mark phrases, not words).
+- `unsupported`: phrases of the claim the support the judge found (THE window and the
+  sentences that best cover the claim, `PairResult.fit`) does not hold. Which words: a
+  small logistic regression over each word's WORD_FEATURES (absent from the window, from
+  the support, from the page; rarity; number; name; how much of its clause and of the
+  claim is missing; its neighbours; stopword next to absent words), fitted on WiCE train
+  (marks-1.json; benchmarks/answer_spans/fit.py) and run with NumPy. It may mark a
+  stopword beside absent words (people mark "in January 2010", not "January 2010") and a
+  word the passage holds only where most of its clause is missing; marked words are
+  joined into one mark across the stopwords between them.
 - Words the claim takes from its question are never marked (the judge never counts them
   as missing either).
 
@@ -52,11 +57,6 @@ from ragspan.tasks.judges.verifier.features import (
 
 Mark = tuple[int, int, str, int | None, int | None]  # (start, end, kind, evidence_start, evidence_end)
 
-# A clause (split at , ; ( ) and joining words) holding less than this rarity-weighted
-# share of its markable words in the support is marked whole: a clause the passage does
-# not state is wrong as a phrase, not word by word. Chosen on WiCE train
-# (benchmarks/answer_spans/run.py), reported on dev.
-CLAUSE_MIN = 0.3
 # A word the support holds may be marked (by the word model) only in a clause missing at
 # least this weighted share of its words: half, set a priori, not fitted.
 WEAK_CLAUSE = 0.5
@@ -96,17 +96,15 @@ class WordModel:
 
 
 @lru_cache(maxsize=1)
-def packaged_word_model() -> WordModel | None:
-    """The packaged word model; None before one is fitted (the rules decide alone)."""
-    return WordModel.load(PACKAGED_WORD_MODEL) if PACKAGED_WORD_MODEL.exists() else None
+def packaged_word_model() -> WordModel:
+    return WordModel.load(PACKAGED_WORD_MODEL)
 
 
 def claim_marks(claim: str, question: str, whole_answer: bool, profile: Claim, passage: str,
-                result: PairResult, conflicts: Sequence[str], model: WordModel | None | bool = True,
+                result: PairResult, conflicts: Sequence[str], model: WordModel | None = None,
                 ) -> tuple[Mark, ...]:
     """The marks of one judged pair (see the module docstring); () without a window.
-    `model`: the word model deciding which words are unsupported (True: the packaged one;
-    None or False: the rules alone — the benchmark's comparison)."""
+    `model`: the word model (default: the packaged marks-1.json; the fit passes others)."""
     if result.window is None:
         return ()
     p = passage_profile(passage)  # lru-cached: the pair's features built it already
@@ -123,16 +121,12 @@ def claim_marks(claim: str, question: str, whole_answer: bool, profile: Claim, p
         return ()
     asked = _asked(question, whole_answer, claim)
     contra = _contradicted(claim, toks, profile, passage, p, i, j, conflicts, asked)
-    wm = packaged_word_model() if model is True else model or None
-    if wm is None:
-        flags = _unsupported(claim, toks, profile, support, asked)
-    else:
-        X = word_features(claim, toks, profile, p, i, j, result, support, asked)
-        # The model decides among the words absent from the support and the stopwords
-        # around them; a word the passage holds only where most of its clause is missing
-        # (the clause is what is unsupported), so a fully supported claim has no mark.
-        flags = [m and (t[3][4] or bool(x[_ABSENT]) or (_markable(t[3], profile, asked) and x[_CLAUSE] >= WEAK_CLAUSE))
-                 for m, t, x in zip(wm.marked(X), toks, X, strict=True)]
+    X = word_features(claim, toks, profile, p, i, j, result, support, asked)
+    # The model decides among the words absent from the support and the stopwords around
+    # them; a word the passage holds only where most of its clause is missing (the clause
+    # is what is unsupported), so a fully supported claim has no mark.
+    flags = [m and (t[3][4] or bool(x[_ABSENT]) or (_markable(t[3], profile, asked) and x[_CLAUSE] >= WEAK_CLAUSE))
+             for m, t, x in zip((model or packaged_word_model()).marked(X), toks, X, strict=True)]
     return _spans(claim, toks, flags, contra)
 
 
@@ -270,22 +264,6 @@ def _asked(question: str, whole_answer: bool, claim: str) -> frozenset[str]:
 def _markable(f: tuple, profile: Claim, asked: frozenset[str]) -> bool:
     """A content word of the claim that is not its question's."""
     return not f[4] and f[0] not in asked and f[0] in profile.weights
-
-
-def _unsupported(claim: str, toks: list[_Token], profile: Claim, support: frozenset[str],
-                 asked: frozenset[str]) -> list[bool]:
-    """Per token: marked unsupported — absent from the support, or in a clause that holds
-    too little of its words there."""
-    flags = [_markable(f, profile, asked) and f[0] not in support for _, _, _, f in toks]
-    for lo, hi in _clauses(claim, toks):
-        words = [k for k in range(lo, hi) if _markable(toks[k][3], profile, asked)]
-        total = math.fsum(profile.weights[toks[k][3][0]] for k in words)
-        found = math.fsum(profile.weights[toks[k][3][0]] for k in words if toks[k][3][0] in support)
-        if total and found / total < CLAUSE_MIN:
-            for k in words:
-                flags[k] = True
-            # the clause's stopwords between its first and last marked word join the phrase
-    return flags
 
 
 def _clauses(claim: str, toks: list[_Token]) -> list[tuple[int, int]]:
