@@ -72,7 +72,7 @@ def cases(split: str, verifier: Verifier) -> list[Case]:
         p = passage_profile(passage)
         i, j = res.window
         toks = [(s, e, raw, word_info(raw)) for s, e, raw in _words(claim)]
-        X = word_features(claim, toks, prof, p, i, j, res, frozenset(p.norms[i:j]) | res.fit, frozenset())
+        _at, X = word_features(claim, toks, prof, p, i, j, res, frozenset(p.norms[i:j]) | res.fit, frozenset())
         bad = [(s, e) for (s, e), b in gold if b]
         y = [int(any(s < be and bs < e for bs, be in bad)) for s, e, _, _ in toks]
         out.append(Case(claim, passage, gold, prof, res, d.conflicts, X, y))

@@ -2,7 +2,7 @@
 evidence does not support, against human and edit-derived gold.
 
     .venv/bin/python benchmarks/answer_spans/run.py [--json benchmarks/results/answer-spans.json]
-                                                    [--no-summedits]
+                                                    [--no-summedits] [--scale WS]
 
 Data (read at run time from RAGSPAN_BENCH_DATA, never copied into the repository):
 
@@ -32,6 +32,7 @@ import argparse
 import difflib
 import glob
 import json
+import math
 import re
 import sys
 import time
@@ -205,7 +206,7 @@ def run_summedits(verifier: Verifier, limit: int | None = None) -> dict:
 
 # ------------------------------------------------------------------------------ cost
 def micro(verifier: Verifier, reps: int = 5) -> dict[str, float]:
-    """µs per pair of claim_marks against the pair's features (WiCE dev pairs with a
+    """CPU µs per pair of claim_marks against the pair's features (WiCE dev pairs with a
     window, profiles and passages already cached, as in the judge)."""
     pairs = []
     for r in wice("dev"):
@@ -216,17 +217,65 @@ def micro(verifier: Verifier, reps: int = 5) -> dict[str, float]:
             X = np.asarray([[res.features[c] for c in verifier._columns]], np.float64)
             d = decide(float(verifier.model.matrix(X)[0, 0]), res.features, verifier.rules)
             pairs.append((claim, prof, passage, res, d.conflicts))
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     for _ in range(reps):
         for claim, prof, passage, res, conflicts in pairs:
             claim_marks(claim, "", False, prof, passage, res, conflicts)
-    marks_us = (time.perf_counter() - t0) / (reps * len(pairs)) * 1e6
-    t0 = time.perf_counter()
+    marks_us = (time.process_time() - t0) / (reps * len(pairs)) * 1e6
+    t0 = time.process_time()
     for _ in range(reps):
         for _claim, prof, passage, _res, _c in pairs:
             pair_features(prof, passage)
-    feats_us = (time.perf_counter() - t0) / (reps * len(pairs)) * 1e6
+    feats_us = (time.process_time() - t0) / (reps * len(pairs)) * 1e6
     return {"pairs": len(pairs), "marks_us_per_pair": round(marks_us, 1), "features_us_per_pair": round(feats_us, 1)}
+
+
+def scale_share(ws: Path, verifier: Verifier, k: int = 3) -> dict[str, float]:
+    """CPU time of marks against the judge's rows() without them, on a scale workspace
+    (benchmarks/scale/generate.py): each answer's claims against its top-k retrieved chunks."""
+    import csv
+    from unittest import mock
+
+    import ragspan.tasks.judges.verifier as verifier_module
+    from ragspan.tasks.judges.verifier import features, unsupported_bound
+
+    docs = {d["doc_id"]: d["text"] for d in map(json.loads, (ws / "corpus.jsonl").open(encoding="utf-8"))}
+    chunks = {c["chunk_id"]: docs[c["doc_id"]][c["char_start"]:c["char_end"]]
+              for c in map(json.loads, (ws / "chunks.jsonl").open(encoding="utf-8"))}
+    with (ws / "questions.csv").open(encoding="utf-8") as f:
+        questions = {r["question_id"]: r["question"] for r in csv.DictReader(f)}
+    items = []
+    for path in sorted((ws / "runs").glob("*.jsonl")):
+        for a in map(json.loads, path.open(encoding="utf-8")):
+            claims = split_claims(a["answer"])
+            passages = [chunks[r["chunk_id"]] for r in a["retrieved"][:k]]
+            items += [(c.text, passages, questions.get(a["question_id"], ""), len(claims) == 1) for c in claims]
+    rows_cpu = math.inf
+    with mock.patch.object(verifier_module, "claim_marks", lambda *a, **kw: ()):
+        for _ in range(3):
+            for cache in (features.passage_profile, features.passage_norms, features.claim_profile):
+                cache.cache_clear()
+            t0 = time.process_time()
+            verifier.rows(items)
+            rows_cpu = min(rows_cpu, time.process_time() - t0)
+    pairs = []
+    for claim, passages, question, whole in items:
+        prof = claim_profile(claim, question, whole)
+        for passage in passages if prof is not None else ():
+            if unsupported_bound(prof, passage) >= verifier.model.bound:
+                res = pair_features(prof, passage)
+                if res.window is not None:
+                    X = np.asarray([[res.features[c] for c in verifier._columns]], np.float64)
+                    d = decide(float(verifier.model.matrix(X)[0, 0]), res.features, verifier.rules)
+                    pairs.append((claim, question, whole, prof, passage, res, d.conflicts))
+    marks_cpu = math.inf
+    for _ in range(5):
+        t0 = time.process_time()
+        for claim, question, whole, prof, passage, res, conflicts in pairs:
+            claim_marks(claim, question, whole, prof, passage, res, conflicts)
+        marks_cpu = min(marks_cpu, time.process_time() - t0)
+    return {"claims": len(items), "segmented_pairs": len(pairs), "rows_cpu_s": round(rows_cpu, 3),
+            "marks_cpu_s": round(marks_cpu, 3), "marks_share": round(marks_cpu / rows_cpu, 4)}
 
 
 # ------------------------------------------------------------------------------ main
@@ -248,6 +297,8 @@ def main(argv: list[str] | None = None, report: Callable[[str], None] = print) -
     ap.add_argument("--json", type=Path, default=REPO / "benchmarks" / "results" / "answer-spans.json")
     ap.add_argument("--no-summedits", action="store_true")
     ap.add_argument("--summedits-limit", type=int, default=None)
+    ap.add_argument("--scale", type=Path, default=None,
+                    help="a scale workspace (benchmarks/scale/generate.py --out WS): marks' share of the judge's CPU")
     args = ap.parse_args(argv)
     verifier = Verifier(PACKAGED_MODEL)
     res: dict = {}
@@ -257,9 +308,15 @@ def main(argv: list[str] | None = None, report: Callable[[str], None] = print) -
         res["summedits"] = run_summedits(verifier, args.summedits_limit)
     res["judge_seconds_per_claim_wice"] = {k: round(t / n, 5) for k, (t, n) in timing.items()}
     res["cost"] = micro(verifier)
+    if args.scale:
+        res["scale_cost"] = scale_share(args.scale, verifier)
     report(table(res))
     report(f"cost (WiCE dev, {res['cost']['pairs']} pairs): marks {res['cost']['marks_us_per_pair']} µs/pair, "
            f"the pair's features {res['cost']['features_us_per_pair']} µs/pair")
+    if args.scale:
+        c = res["scale_cost"]
+        report(f"scale workspace ({c['claims']} claims, {c['segmented_pairs']} segmented pairs): marks "
+               f"{c['marks_cpu_s']} s CPU against the judge's {c['rows_cpu_s']} s without them (+{c['marks_share']:.1%})")
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(res, indent=1) + "\n", encoding="utf-8")
     return 0

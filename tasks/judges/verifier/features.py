@@ -436,6 +436,7 @@ class PairResult:
     # the claim's words in the sentences that best cover it (as many as it has clauses):
     # support assembled over the page, which answer spans count as found
     fit: frozenset[str] = frozenset()
+    window_norms: frozenset[str] = frozenset()  # every norm of THE window
 
 
 def _wcov(c: Claim, present) -> float:
@@ -637,7 +638,7 @@ def pair_features(claim: Claim, passage: str) -> PairResult:
         "spec_u3": spec_u3, "density_w": density_w, "len_passage": math.log1p(ns) / 5,
         "clause_min_s": clause_min_s, "soft_u3": soft_u3,
     }
-    return PairResult([feats[f] for f in FEATURES], p.starts[first], p.ends[last], bw, fit)
+    return PairResult([feats[f] for f in FEATURES], p.starts[first], p.ends[last], bw, fit, wset)
 
 
 # The window states the claim (a changed name, number, unit or negation in it is a

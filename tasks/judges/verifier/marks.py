@@ -109,7 +109,7 @@ def claim_marks(claim: str, question: str, whole_answer: bool, profile: Claim, p
         return ()
     p = passage_profile(passage)  # lru-cached: the pair's features built it already
     i, j = result.window
-    support = frozenset(p.norms[i:j]) | result.fit
+    support = result.window_norms | result.fit
     if not conflicts and profile.content <= support:
         # Every word found and nothing changed: no mark is possible (most judged pairs;
         # the cheap exit keeps the judge's cost where it was).
@@ -121,12 +121,11 @@ def claim_marks(claim: str, question: str, whole_answer: bool, profile: Claim, p
         return ()
     asked = _asked(question, whole_answer, claim)
     contra = _contradicted(claim, toks, profile, passage, p, i, j, conflicts, asked)
-    X = word_features(claim, toks, profile, p, i, j, result, support, asked)
-    # The model decides among the words absent from the support and the stopwords around
-    # them; a word the passage holds only where most of its clause is missing (the clause
-    # is what is unsupported), so a fully supported claim has no mark.
-    flags = [m and (t[3][4] or bool(x[_ABSENT]) or (_markable(t[3], profile, asked) and x[_CLAUSE] >= WEAK_CLAUSE))
-             for m, t, x in zip((model or packaged_word_model()).marked(X), toks, X, strict=True)]
+    at, X = word_features(claim, toks, profile, p, i, j, result, support, asked, candidates=True)
+    flags = [False] * len(toks)
+    if at:
+        for k, m in zip(at, (model or packaged_word_model()).marked(X), strict=True):
+            flags[k] = m
     return _spans(claim, toks, flags, contra)
 
 
@@ -157,14 +156,19 @@ WORD_FEATURES: tuple[str, ...] = (
 )
 _NEAR = 3  # words each side: a phrase people mark is a few words long
 _F = {name: i for i, name in enumerate(FEATURES)}
-_ABSENT = WORD_FEATURES.index("absent_support")
-_CLAUSE = WORD_FEATURES.index("clause_missing")
 
 
 def word_features(claim: str, toks: list[_Token], profile: Claim, p: Passage, i: int, j: int,
-                  result: PairResult, support: frozenset[str], asked: frozenset[str]) -> list[list[float]]:
-    """WORD_FEATURES of every word of the claim (rows in `toks` order)."""
-    window = frozenset(p.norms[i:j])
+                  result: PairResult, support: frozenset[str], asked: frozenset[str],
+                  candidates: bool = False) -> tuple[list[int], list[list[float]]]:
+    """(token indices, their WORD_FEATURES rows): every word of the claim, or with
+    `candidates` only the words the model may mark (the fit sees them all).
+
+    The model decides among the words absent from the support and the stopwords beside
+    them; a word the passage holds only where most of its clause is missing (the clause is
+    what is unsupported), so a fully supported claim has no mark. A stopword whose nearest
+    content words cannot be marked could never join a mark: it is not scored."""
+    window = result.window_norms
     prefixes = {w[:5] for w in window | result.fit if len(w) >= 5}
     content = [not f[4] and f[0] in profile.weights for _, _, _, f in toks]
     absent = [c and f[0] not in support and f[0] not in asked for c, (_, _, _, f) in zip(content, toks, strict=True)]
@@ -186,8 +190,16 @@ def word_features(claim: str, toks: list[_Token], profile: Claim, p: Passage, i:
     feats = result.features
     claim_missing, claim_missing_w = 1 - feats[_F["cov_fit"]], 1 - feats[_F["wcov_w"]]
     n = len(toks)
+    if candidates:
+        can = [absent[k] or (content[k] and toks[k][3][0] not in asked and clause_miss[clause_of[k]][0] >= WEAK_CLAUSE)
+               for k in range(n)]
+        prev_can, next_can = _neighbour_flags(content, can)
+        at = [k for k in range(n) if can[k] or (not content[k] and (prev_can[k] or next_can[k]))]
+    else:
+        at = list(range(n))
     rows = []
-    for k, (_s, _e, raw, f) in enumerate(toks):
+    for k in at:
+        _s, _e, raw, f = toks[k]
         c = content[k]
         stop = not c
         rows.append([
@@ -214,7 +226,7 @@ def word_features(claim: str, toks: list[_Token], profile: Claim, p: Passage, i:
             near_w[k],
             min(clause_size[clause_of[k]], 10) / 10,
         ])
-    return rows
+    return at, rows
 
 
 def _absent_from(content: list[bool], toks: list[_Token], window: frozenset[str], asked: frozenset[str]) -> list[bool]:
