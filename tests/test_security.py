@@ -199,12 +199,13 @@ def test_output_file_names_never_come_from_ids(tmp_path):
     from ragspan.tasks.reporting import report
 
     src = inspect.getsource(report.write_results)
-    names = {"claims.parquet", "spans.parquet", "diagnoses.parquet", "taxonomy.csv",
+    names = {"claims.parquet", "spans.parquet", "diagnoses.parquet", "answer_spans.parquet", "taxonomy.csv",
              "report.html", "summary.md"}
     assert all(f'"{n}"' in src for n in names)
     from ragspan.tasks.reporting import results_files
 
     assert "results_writers(" in src  # metrics.json, manifest.json, …: fixed names, below
-    assert set(results_files.split_results({})) == {"metrics.json", "manifest.json", "by_metadata.json", "run.json"}
+    assert set(results_files.split_results({})) == {"metrics.json", "manifest.json", "by_metadata.json",
+                                                    "answer_chars.json", "run.json"}
     assert {f"{c}.{ext}" for c in report.CHART_FILES for ext in ("svg", "png")}  # fixed chart names
     assert os.sep not in "".join(report.CHART_FILES)
