@@ -13,7 +13,7 @@ from ragspan.flows.cli import params_path
 def cmd_check(args: argparse.Namespace) -> int:
     from ragspan.tasks.config import load_settings
     from ragspan.tasks.judges.doctor import check_endpoint, run_estimate, suggested_settings
-    from ragspan.tasks.judges.openai_judge import openai_spec
+    from ragspan.tasks.judges.openai_options import openai_spec
 
     overrides = {"judge.kind": "openai", "judge.model": args.model, "judge.base_url": args.base_url}
     settings = load_settings(params_path(args.params), {k: v for k, v in overrides.items() if v})

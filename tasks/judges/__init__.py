@@ -49,7 +49,7 @@ def judge_spec(params: JudgeParams) -> JudgeSpec:
     local = JudgeSpec(kind="local", model=LOCAL_JUDGE_MODEL, prompt_version=local_judge_version())
     if params.kind == "local":
         return local
-    from ragspan.tasks.judges.openai_judge import openai_spec
+    from ragspan.tasks.judges.openai_options import openai_spec
 
     llm = openai_spec(params)
     if params.kind == "openai":

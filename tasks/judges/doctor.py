@@ -109,7 +109,7 @@ def _listed_models(spec: JudgeSpec, api_key: str, timeout: float) -> tuple[bool,
 
 def check_endpoint(spec: JudgeSpec, timeout: float = 60.0) -> CheckReport:
     """Run checks 1–4 against the endpoint of an openai spec."""
-    from ragspan.tasks.judges.openai_judge import OpenAIOptions, api_key_for
+    from ragspan.tasks.judges.openai_options import OpenAIOptions, api_key_for
 
     report = CheckReport(endpoint=spec.base_url, model=spec.model)
     key = api_key_for(OpenAIOptions.from_spec(spec), spec.base_url) or ""

@@ -20,7 +20,7 @@ from ragspan.tasks.core.byte_offsets import utf8_spans
 from ragspan.tasks.core.taxonomy import FAILURE_LABELS, LABELS, STAGES
 from ragspan.tasks.io.manifest import manifest_for
 from ragspan.tasks.io.outputs import write_atomic_dir
-from ragspan.tasks.judges.openai_judge import estimated_cost
+from ragspan.tasks.judges.openai_options import estimated_cost
 from ragspan.tasks.reporting import charts
 from ragspan.tasks.reporting.findings import concentration, concentration_text, fix_order
 from ragspan.tasks.reporting.formatting import cascade_note
