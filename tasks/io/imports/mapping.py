@@ -53,9 +53,8 @@ def parse(path: Path, mapping: dict[str, str]) -> Parsed:
     for row, rec in zip(df.index, df.to_dict("records"), strict=True):
         rec = {k: (None if csv and v == "" else v) for k, v in rec.items()}
         col = mapping.get
-        qid = (values.text(path, row, mapping["question_id"], rec[mapping["question_id"]])
-               if "question_id" in mapping else f"row-{row:0{width}d}")
-        assert qid is not None
+        qid = values.identifier(path, row, mapping["question_id"], rec[mapping["question_id"]]) \
+            if "question_id" in mapping else f"row-{row:0{width}d}"
         if not qid.strip():
             raise InputError(path, row, mapping["question_id"], "empty string")
         if qid in seen:

@@ -23,6 +23,15 @@ def text(path: Path, row: int | None, name: str, value: Any, *, optional: bool =
     return value
 
 
+def identifier(path: Path, row: int | None, name: str, value: Any) -> str:
+    """An id: a string, or an integer written as one."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    out = text(path, row, name, value)
+    assert out is not None
+    return out
+
+
 def text_list(path: Path, row: int | None, name: str, value: Any, *, optional: bool = False,
               csv: bool = False) -> list[str] | None:
     """A list of strings: a JSON/Parquet list, or (`csv`) a cell holding a JSON array or the
