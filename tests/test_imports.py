@@ -64,6 +64,22 @@ def test_ragas_fields_map_and_the_unmapped_ones_are_named(tmp_path):
     assert report["fields_not_mapped"] == {"reference_contexts": 2}
 
 
+def test_ragas_context_ids_name_the_document_to_look_in(tmp_path):
+    texts = _texts()
+    passage = "Each team can have up to 50 members"
+    assert passage in texts["faq/account.md"]
+    src = tmp_path / "r.jsonl"
+    src.write_text(json.dumps({"user_input": "q", "response": "Up to 50.", "retrieved_contexts": [passage, passage],
+                               "retrieved_context_ids": ["faq/account.md", "faq/billing.md"]}) + "\n")
+    report = import_workspace("ragas", src, SAMPLE, tmp_path / "ws")
+    assert report["located_exact"] == 1  # the second names a document that does not hold it
+    assert report["not_located_contexts"][0]["reason"] == "not in document 'faq/billing.md'"
+    src.write_text(json.dumps({"user_input": "q", "response": "a", "retrieved_contexts": ["x"],
+                               "retrieved_context_ids": ["a", "b"]}) + "\n")
+    with pytest.raises(InputError, match="row 1, field 'retrieved_context_ids': 2 ids for 1 retrieved_contexts"):
+        import_workspace("ragas", src, SAMPLE, tmp_path / "ws2")
+
+
 def test_nested_spans_give_the_root_question_the_llm_answer_and_the_retriever_documents(tmp_path):
     spans = [json.loads(x) for x in (EXAMPLES / "openinference.jsonl").read_text().splitlines()]
     report = import_workspace("openinference", EXAMPLES / "openinference.jsonl", SAMPLE, tmp_path / "ws")

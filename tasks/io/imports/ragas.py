@@ -1,6 +1,6 @@
 """RAGAS `EvaluationDataset` files → Imported records.
 
-The single-turn sample of ragas 0.2/0.3 (`ragas.dataset_schema.SingleTurnSample`):
+The single-turn sample of ragas 0.2 on (`ragas.dataset_schema.SingleTurnSample`):
 `user_input`, `retrieved_contexts`, `reference_contexts`, `response`, `multi_responses`,
 `reference`, `rubric(s)` — all optional there. `EvaluationDataset.to_jsonl` writes one
 sample per line with unset fields left out; `to_csv` writes list fields as Python list
@@ -9,6 +9,7 @@ literals (`['a', 'b']`). Both are read here; the question id is the row number.
     user_input          → questions.question ("" when absent)
     response            → the answer (a sample without one is skipped and listed)
     retrieved_contexts  → retrieved, rank order, located in the corpus
+    retrieved_context_ids (newer ragas, optional) → the documents to locate them in
     reference           → questions.reference_answer
     reference_contexts, multi_responses, rubric(s), other columns → listed as not mapped
 """
@@ -22,7 +23,7 @@ from ragspan.tasks.io.imports import values
 from ragspan.tasks.io.imports.model import Context, Imported, Parsed, Skipped
 from ragspan.tasks.io.load.files import read_table
 
-MAPPED = ("user_input", "response", "retrieved_contexts", "reference")
+MAPPED = ("user_input", "response", "retrieved_contexts", "retrieved_context_ids", "reference")
 
 
 def parse(path: Path) -> Parsed:
@@ -43,6 +44,10 @@ def parse(path: Path) -> Parsed:
         answer = values.text(path, row, "response", rec.get("response"), optional=True)
         contexts = values.text_list(path, row, "retrieved_contexts", rec.get("retrieved_contexts"), optional=True,
                                       csv=csv)
+        ids = values.id_list(path, row, "retrieved_context_ids", rec.get("retrieved_context_ids"), csv=csv)
+        if ids is not None and len(ids) != len(contexts or ()):
+            raise InputError(path, row, "retrieved_context_ids", f"{len(ids)} ids for {len(contexts or ())} "
+                                                                 "retrieved_contexts")
         reference = values.text(path, row, "reference", rec.get("reference"), optional=True)
         for name, value in rec.items():
             if name not in MAPPED and value is not None:
@@ -55,5 +60,5 @@ def parse(path: Path) -> Parsed:
             out.notes.append(f"row {row}: no retrieved_contexts (evaluated against nothing retrieved)")
         out.records.append(Imported(
             question_id=qid, question=question, answer=answer, reference=reference, source=f"row {row}",
-            contexts=tuple(Context(text=c) for c in contexts or ())))
+            contexts=tuple(Context(text=c, doc_id=ids[j] if ids else None) for j, c in enumerate(contexts or ()))))
     return out
