@@ -2,8 +2,8 @@
 
 Input: JSONL, one span per line, in the span shape of the OpenInference spec
 (`spec/traces.md`: `name`, `context.trace_id`, `context.span_id`, `parent_id`,
-`span_kind`, `start_time`, `attributes`), which is also what Phoenix's span export
-returns; attributes flat (`"retrieval.documents.0.document.content"`), as lists of flat
+`span_kind`, `start_time`, `attributes`; names as in openinference-semantic-conventions
+0.1.42), which is also what Phoenix's span export returns; attributes flat (`"retrieval.documents.0.document.content"`), as lists of flat
 objects (`"retrieval.documents": [{"document.content": …}]`) or nested
 (`{"retrieval": {"documents": [{"document": {"content": …}}]}}`). A line may also be an
 OTLP/JSON export request (`{"resourceSpans": …}`, as the OpenTelemetry collector's file

@@ -1,6 +1,6 @@
 """RAGAS `EvaluationDataset` files → Imported records.
 
-The single-turn sample of ragas 0.2 on (`ragas.dataset_schema.SingleTurnSample`):
+The single-turn sample of ragas 0.2 to 0.4.3 (`ragas.dataset_schema.SingleTurnSample`):
 `user_input`, `retrieved_contexts`, `reference_contexts`, `response`, `multi_responses`,
 `reference`, `rubric(s)` — all optional there. `EvaluationDataset.to_jsonl` writes one
 sample per line with unset fields left out; `to_csv` writes list fields as Python list
