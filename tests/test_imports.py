@@ -132,6 +132,19 @@ def test_otlp_json_exports_are_read_too(tmp_path):
     assert rec["answer"] == "Owners invite members."
 
 
+def test_spans_the_opentelemetry_sdk_wrote_as_otlp_json_import(tmp_path):
+    # data/examples/import/otlp.jsonl: two traces (query → synthesize → retrieve + llm) made with
+    # the OpenTelemetry Python SDK and OpenInference attribute names, encoded as OTLP/JSON.
+    ragas = [json.loads(x) for x in (EXAMPLES / "ragas.jsonl").read_text().splitlines()][:2]
+    report = import_workspace("openinference", EXAMPLES / "otlp.jsonl", SAMPLE, tmp_path / "ws")
+    assert (report["answers"], report["located_exact"], report["located_whitespace_loose"]) == (2, 5, 1)
+    questions = [json.loads(x) for x in (tmp_path / "ws" / "questions.jsonl").read_text().splitlines()]
+    runs = [json.loads(x) for x in (tmp_path / "ws" / "runs" / "otlp.jsonl").read_text().splitlines()]
+    assert sorted(q["question"] for q in questions) == sorted(r["user_input"] for r in ragas)
+    assert sorted(r["answer"] for r in runs) == sorted(r["response"] for r in ragas)
+    assert all(len(r["retrieved"]) == 3 and r["retrieved"][0]["score"] == 0.9 for r in runs)
+
+
 def test_a_parquet_table_with_list_columns_maps(tmp_path):
     texts = _texts()
     src = tmp_path / "log.parquet"
