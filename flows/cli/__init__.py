@@ -32,6 +32,7 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "ragspan.flows.cli.aggregate",
     "ragspan.flows.cli.judge",
     "ragspan.flows.cli.explain",
+    "ragspan.flows.cli.import_",
 )
 
 

@@ -9,9 +9,9 @@ What it does, each step skipped when already done (re-running is safe):
 4. a default local remote, `<parent>/<DIR name>.dvc-storage` (or `--remote URL`), so
    `dvc push` / `dvc pull` work offline;
 5. `params.yaml` pointing at the data (runs = DATA/runs/*.jsonl), `dvc.yaml` (one
-   evaluate stage per run and the `aggregate` stage, like ragspan's own), the plot
-   templates and the offline plots page under .dvc/plots/, and `.ragspan/` (caches) in
-   .gitignore;
+   evaluate stage per run and the `aggregate` stage, like ragspan's own), `prefect.yaml`
+   (the watch flow for `prefect deploy`, flows/deploy.py), the plot templates and the
+   offline plots page under .dvc/plots/, and `.ragspan/` (caches) in .gitignore;
 6. a commit "ragspan init" only when git has a user configured (nothing is assumed);
    otherwise the files are staged and the command to commit is printed.
 
@@ -28,6 +28,7 @@ import sys
 from importlib import resources
 from pathlib import Path
 
+from ragspan.flows.deploy import PREFECT_YAML
 from ragspan.tasks.core.taxonomy import COLORS as LABEL_COLORS
 from ragspan.tasks.core.taxonomy import LABELS
 from ragspan.tasks.errors import InitError
@@ -290,13 +291,21 @@ def init_workspace(root: Path, data_arg: str | None = None, remote: str | None =
         params.write_text(header + yaml.safe_dump(settings.model_dump(mode="json"), sort_keys=False),
                           encoding="utf-8")
         done["params"] = True
+    if not (root / PREFECT_YAML).exists():
+        from ragspan.flows.deploy import prefect_yaml
+        from ragspan.tasks.config import load_settings
+
+        wp = load_settings(params)  # the schedule and index the user's params.yaml sets
+        (root / PREFECT_YAML).write_text(prefect_yaml(cron=wp.schedule.cron, timezone=wp.schedule.timezone,
+                                                      schedule_index=wp.rag.index), encoding="utf-8")
+        done["prefect_yaml"] = True
     if not (root / "dvc.yaml").exists():
         (root / "dvc.yaml").write_text(DVC_YAML.format(data=rel_data, outs=evaluate_outs_yaml()),
                                        encoding="utf-8")
         done["dvc_yaml"] = True
 
     files = [".gitignore", ".dvcignore", ".dvc/config", ".dvc/plots", "params.yaml", "dvc.yaml",
-             f"{rel_data}.dvc"]
+             PREFECT_YAML, f"{rel_data}.dvc"]
     _run(["git", "add", "--", *[f for f in files if (root / f).exists()]], root, "git add")
     user = _git_ok(root, "config", "user.email")
     if commit and user and _git_ok(root, "diff", "--cached", "--quiet") is None:
@@ -326,6 +335,9 @@ def cmd_init(args: argparse.Namespace) -> int:
     else:
         print("  files staged, not committed: git commit -m 'ragspan init'")
     print("next: dvc repro && git add -A && git commit -m 'first report' && dvc push")
+    if done.get("prefect_yaml"):
+        print(f"  {PREFECT_YAML}: the watch flow for `prefect deploy --all` to a process work pool "
+              "(docs/operations.md)")
     return 0
 
 

@@ -1,0 +1,18 @@
+"""Inputs from where traces live: RAGAS datasets, OpenInference span exports, any table.
+
+Each format module turns its file into `Imported` records (question, answer, contexts in
+rank order, where each came from) — pure parsing, bad input as InputError naming the
+file, the row and the field. `model.build` then places every context in the corpus
+(tasks/core/locate.py: exact, then whitespace-loose, as the loader does for retrieved
+text) and returns the questions table, the run records and the report of everything
+that could not be mapped; `workspace.write_workspace` writes them as a data directory
+(docs/inputs.md), all or nothing.
+
+    ragas          RAGAS EvaluationDataset JSONL / CSV (ragas.py)
+    openinference  OpenInference spans, JSONL as Phoenix exports them, or OTLP/JSON (openinference.py)
+    mapping        any JSONL / CSV / Parquet with --map FIELD=COLUMN (mapping.py)
+"""
+
+from __future__ import annotations
+
+FORMATS = ("ragas", "openinference", "mapping")
