@@ -32,7 +32,7 @@ _TABLES = ("claims", "spans", "diagnoses", "answer_spans")
 _OPTIONAL_TABLES = ("answer_spans",)  # written by newer versions only
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, repr=False, eq=False)  # DataFrames have no single truth value: no ==
 class Results:
     """One evaluation as Python objects: the tables (validated by tasks/core/schemas.py),
     `metrics` (metrics.json: counts, rates over judged claims, 95% intervals), `manifest`
@@ -208,8 +208,13 @@ def _prefect_api() -> Iterator[None]:
         yield
         return
     from ragspan.flows import local_server
+    from ragspan.flows.runtime import api_answers
+    from ragspan.tasks.errors import NoServer
 
-    _url, how = local_server.ensure_server(log=lambda m: print(m, file=sys.stderr))
+    url, how = local_server.ensure_server(log=lambda m: print(m, file=sys.stderr))
+    if url and not api_answers(url):  # else every Prefect call retries for a minute
+        raise NoServer(f"the Prefect API at {url} does not answer: start its server, or unset "
+                       "PREFECT_API_URL (ragspan then starts a local one)")
     with local_server.in_use() if how in ("reused", "started") else contextlib.nullcontext():
         yield
 
