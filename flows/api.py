@@ -5,9 +5,9 @@ same code, and returns Python objects instead of printing.
 
 Prefect is imported inside the functions, never at module level: `evaluate` first sets
 ragspan's Prefect defaults (state under `.ragspan/`, quiet logs; values the user set win)
-and, like the command, finds or starts the local Prefect server — both only take effect
-while Prefect is not yet imported (its settings are read once). Inside a user's Prefect
-flow the user's Prefect settings apply and the run is a subflow of theirs."""
+and, like the command, uses the configured Prefect API or finds or starts the local
+server. Inside a user's Prefect flow run it does neither: the evaluation is a subflow of
+that run, on its API."""
 
 from __future__ import annotations
 
@@ -200,11 +200,20 @@ def params_overrides(overrides: dict[str, object]) -> dict[str, str]:
     return {_FLAG_KEYS.get(key, key.replace("__", ".")): str(value) for key, value in overrides.items()}
 
 
+def _inside_a_flow_run() -> bool:
+    if "prefect" not in sys.modules:
+        return False
+    from prefect.context import FlowRunContext
+
+    return FlowRunContext.get() is not None
+
+
 @contextlib.contextmanager
 def _prefect_api() -> Iterator[None]:
-    """The Prefect server `ragspan evaluate` would use (flows/local_server.py) while Prefect
-    is not imported yet; else whatever the process's Prefect settings already say."""
-    if "prefect" in sys.modules:
+    """The Prefect server `ragspan evaluate` would use (flows/local_server.py: the
+    configured API, else the local server, started if need be); inside a user's flow run,
+    that run's API (the evaluation is its subflow)."""
+    if _inside_a_flow_run():
         yield
         return
     from ragspan.flows import local_server

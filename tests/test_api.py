@@ -128,3 +128,16 @@ def test_the_example_in_docs_api_md_runs(tmp_path):
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     assert (tmp_path / "results" / "baseline" / "report.html").is_file()
     assert "correct" in done.stdout
+
+
+def test_a_configured_prefect_api_that_does_not_answer_is_one_error(tmp_path):
+    from servers import free_port
+
+    code = ("import ragspan, sys\ntry:\n    ragspan.evaluate(sys.argv[1], 'baseline', out=sys.argv[2])\n"
+            "except ragspan.RagspanError as exc:\n    print(type(exc).__name__, exc)")
+    api = f"http://127.0.0.1:{free_port()}/api"
+    env = {**os.environ, "PREFECT_API_URL": api, "RAGSPAN_HOME": str(tmp_path / "state")}
+    done = subprocess.run([sys.executable, "-c", code, str(SAMPLE), str(tmp_path / "out")], env=env,
+                          capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.startswith(f"NoServer the Prefect API at {api} does not answer"), done.stdout + done.stderr
+    assert not (tmp_path / "out").exists()
