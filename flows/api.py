@@ -18,9 +18,12 @@ import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
+
+if TYPE_CHECKING:
+    from ragspan.tasks.reporting.compare import Side
 
 JudgeKind = Literal["local", "openai", "cascade"]
 PathLike = str | os.PathLike[str]
@@ -241,7 +244,7 @@ def compare(a: Results | PathLike, b: Results | PathLike, fail_on: str | Iterabl
 
     rules = parse_rules([fail_on] if isinstance(fail_on, str) else list(fail_on or []))
 
-    def side(x: Results | PathLike):
+    def side(x: Results | PathLike) -> Side:
         return side_from_dir(x.path) if isinstance(x, Results) else load_side(str(x), run, Path(repo))
 
     details, gate = compared(side(a), side(b), rules, force=force, resamples=resamples, seed=seed, level=level)
