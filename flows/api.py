@@ -30,7 +30,8 @@ PathLike = str | os.PathLike[str]
 # Keyword overrides that mirror the command's flags; any other `section__key=value` is
 # the params.yaml key `section.key` (e.g. search__top_k=0).
 _FLAG_KEYS = {"model": "judge.model", "base_url": "judge.base_url"}
-# The tables of a results directory and the pandera model each is validated against.
+# The tables of a results directory; each is validated by the model of tasks/core/schemas.py
+# named after it (claims -> Claims, answer_spans -> AnswerSpans) when that model exists.
 _TABLES = ("claims", "spans", "diagnoses", "answer_spans")
 _OPTIONAL_TABLES = ("answer_spans",)  # written by newer versions only
 
