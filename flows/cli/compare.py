@@ -27,6 +27,7 @@ from ragspan.tasks.io.git import experiment_commits, git
 if TYPE_CHECKING:  # pandas and the comparison are imported by the command, not the parser
     import pandas as pd
     from ragspan.tasks.reporting.compare import Side
+    from ragspan.tasks.reporting.gate import Rule
 
 
 def resolve_rev(repo: Path, name: str) -> tuple[str, str] | None:
@@ -179,22 +180,26 @@ def load_side(spec: str, run: str | None, repo: Path) -> Side:
     return side_from_rev(Path(root), spec, *resolved, run)
 
 
+def compared(a: Side, b: Side, rules: list[Rule], *, force: bool = False, resamples: int = 2000,
+             seed: int = 0, level: float = 0.95) -> tuple[dict, dict | None]:
+    """(the comparison, the gate's verdict or None without rules): what `ragspan compare`
+    prints and exits on, and what the Python API's `compare` returns (flows/api.py)."""
+    from ragspan.tasks.reporting.compare import compare_runs
+    from ragspan.tasks.reporting.gate import gate_failures, gate_summary
+
+    result = compare_runs(a, b, force=force, resamples=resamples, seed=seed, level=level)
+    return result, (gate_summary(rules, gate_failures(result, rules)) if rules else None)
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
-    from ragspan.tasks.reporting.compare import as_markdown, as_text, compare_runs
-    from ragspan.tasks.reporting.gate import (
-        gate_failures,
-        gate_markdown,
-        gate_summary,
-        gate_text,
-        parse_rules,
-    )
+    from ragspan.tasks.reporting.compare import as_markdown, as_text
+    from ragspan.tasks.reporting.gate import gate_markdown, gate_text, parse_rules
 
     rules = parse_rules(args.fail_on or [])  # a bad rule stops here, before anything is read
     repo = Path(args.repo or ".")
     a, b = load_side(args.a, args.run, repo), load_side(args.b, args.run, repo)
-    result = compare_runs(a, b, force=args.force, resamples=args.resamples, seed=args.seed,
-                          level=args.level)
-    gate = gate_summary(rules, gate_failures(result, rules)) if rules else None
+    result, gate = compared(a, b, rules, force=args.force, resamples=args.resamples, seed=args.seed,
+                            level=args.level)
     if args.format == "json":
         print(json.dumps({**result, "gate": gate} if gate else result, indent=2, ensure_ascii=False, default=str))
     elif args.format == "markdown":

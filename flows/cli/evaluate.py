@@ -79,7 +79,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _without_heartbeat():
+def without_heartbeat():
     """A CLI run blocks until its flow ends, so Prefect's flow-run heartbeat (zombie
     detection for workers) adds nothing but ~1 s joining its thread at the end (docs/stack.md).
     Off unless PREFECT_FLOWS_HEARTBEAT_FREQUENCY is set; served deployments keep it."""
@@ -163,7 +163,7 @@ def _run_flow(args, settings, ws, data: str, run: str, out: str, overrides: dict
     with progress.activate(reporter), verbose.step_timings(), verbose.timed("the evaluate flow"):
         reporter.start(run, len(ws.answers), -(-len(ws.answers) // shard_size))
         runner = task_runner(args.task_runner, settings.pipeline.shard_concurrency, args.dask_address)
-        with _without_heartbeat(), (ApiWatch(api_url, not args.verbose) if api_url else contextlib.nullcontext()) as watch:
+        with without_heartbeat(), (ApiWatch(api_url, not args.verbose) if api_url else contextlib.nullcontext()) as watch:
             try:
                 metrics = evaluate.with_options(task_runner=runner)(
                     data_dir=data, run=run, out_dir=out, params_path=params_path(args.params),
