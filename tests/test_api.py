@@ -45,7 +45,13 @@ def test_evaluate_returns_the_results_it_wrote(results):
     for name, model in (("claims", schemas.Claims), ("spans", schemas.Spans), ("diagnoses", schemas.Diagnoses)):
         table = getattr(results, name)
         pd.testing.assert_frame_equal(table, model.validate(pd.read_parquet(results.path / f"{name}.parquet")))
-    assert json.loads((results.path / "metrics.json").read_text()) == results.metrics
+    # metrics: metrics.json's results, the answer-character metric in full (answer_chars.json)
+    full = results.metrics["answer_chars"]
+    assert json.loads((results.path / "metrics.json").read_text()) == {
+        **results.metrics, "answer_chars": {"share": full["share"], "ci95": full["ci95"]}}
+    assert json.loads((results.path / "answer_chars.json").read_text())["chars"] == full["chars"]
+    pd.testing.assert_frame_equal(results.answer_spans, schemas.AnswerSpans.validate(
+        pd.read_parquet(results.path / "answer_spans.parquet")))
     assert results.manifest["run"] == "baseline" and results.manifest["params"]["judge"]["kind"] == "local"
     counts = results.diagnoses["label"].value_counts()
     for label in LABELS:
@@ -72,7 +78,11 @@ def test_rates_summary_and_the_notebook_table_show_the_same_figures(results):
 def test_load_results_reads_a_directory_back_and_refuses_a_table_that_breaks_its_schema(results, tmp_path):
     again = ragspan.load_results(results.path)
     pd.testing.assert_frame_equal(again.diagnoses, results.diagnoses)
-    assert again.metrics == results.metrics and again.answer_spans is None  # older results: no answer_spans
+    assert again.metrics == results.metrics
+    pd.testing.assert_frame_equal(again.answer_spans, results.answer_spans)
+    older = shutil.copytree(results.path, tmp_path / "older")
+    (older / "answer_spans.parquet").unlink()  # results written before answer spans existed
+    assert ragspan.load_results(older).answer_spans is None
     broken = shutil.copytree(results.path, tmp_path / "broken")
     diag = pd.read_parquet(broken / "diagnoses.parquet")
     diag.loc[0, "label"] = "wrong_label"
