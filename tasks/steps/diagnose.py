@@ -201,6 +201,7 @@ def diagnose_claims(claims: pd.DataFrame, judged: Iterable[pd.DataFrame], suppor
     judged = list(judged)
     tiers = tier_support(judged)
     by_llm, other_judge = judges_that_decided(judged)
+    closest = closest_marks(judged)
     per_claim: dict[str, list[dict]] = {}
     for table in judged:
         # Only rows that can decide something: a supported/partial verdict or a judge
@@ -223,6 +224,8 @@ def diagnose_claims(claims: pd.DataFrame, judged: Iterable[pd.DataFrame], suppor
             d["decided_by"] = "openai" if c["claim_id"] in by_llm else other_judge
         d["support_probability"], d["uncertain"] = support_and_uncertainty(
             d["label"], tiers.get(c["claim_id"]), support_threshold, uncertainty_band)
+        if d["label"] == "hallucination" and not d.get("marks_from") and c["claim_id"] in closest:
+            d.update(closest[c["claim_id"]])
         spans = _answer_spans(c, d, texts) if texts is not None else None
         if spans is not None:
             located = d["answer_end"] - d["answer_start"]
@@ -232,6 +235,22 @@ def diagnose_claims(claims: pd.DataFrame, judged: Iterable[pd.DataFrame], suppor
                        for x in spans]
         rows.append(d)
     return schemas.table(rows, schemas.Diagnoses), schemas.table(marked, schemas.AnswerSpans, written=False)
+
+
+def closest_marks(judged: Iterable[pd.DataFrame]) -> dict[str, dict]:
+    """Per claim, the marks of its most probable `unsupported` passage that has any (one the
+    judge aligned with the claim, but not enough to call it about the claim): what a
+    hallucination no passage is about is marked from — the words that passage does hold are
+    not the invented ones."""
+    frames = [t.loc[(t["verdict"] == "unsupported") & t["marks"].notna(), ["claim_id", "support", "doc_id", "marks"]]
+              for t in judged if len(t)]
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return {}
+    rows = pd.concat(frames, ignore_index=True).sort_values(["claim_id", "support"], ascending=[True, False],
+                                                           kind="stable").drop_duplicates("claim_id")
+    return {cid: {"marks": m, "marks_doc": doc, "marks_from": True}
+            for cid, doc, m in zip(rows["claim_id"], rows["doc_id"], rows["marks"])}
 
 
 def _answer_spans(claim: dict, d: dict, answers: dict[str, str]) -> list[dict] | None:
