@@ -33,6 +33,7 @@ from typing import Any, Self
 from urllib.parse import urlsplit, urlunsplit
 
 from ragspan.tasks.config import state_dir
+from ragspan.tasks.io.sqlite_heal import check_once
 
 CACHE_FILE = "judge-cache.sqlite"
 _BUSY_TIMEOUT_MS = 60_000
@@ -91,6 +92,8 @@ class JudgeCache:
     def __init__(self, path: str | Path | None = None) -> None:
         self.path = Path(path) if path is not None else default_cache_path()
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        # integrity_check once per process; a damaged file keeps its readable rows
+        check_once(self.path, "judge cache", _SCHEMA, ("judge_calls", "output_modes"))
         self._lock = threading.Lock()
         self._conn = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_MS / 1000, isolation_level=None,
                                      check_same_thread=False)
