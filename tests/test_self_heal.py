@@ -47,6 +47,7 @@ def _largest(files: list[Path]) -> Path:
 def test_one_corrupt_file_in_any_store_costs_a_rebuild_and_one_line_never_a_label(state_dir, tmp_path, capfd):
     from ragspan.flows.evaluate import evaluate
     from ragspan.tasks.io.state import step_results_dir
+    from ragspan.tasks.io.step_results import check_record
 
     def run(name: str, **overrides: str) -> list[tuple[str, str]]:
         evaluate(data_dir=str(SAMPLE), run="baseline", out_dir=str(tmp_path / name), overrides=overrides)
@@ -63,13 +64,13 @@ def test_one_corrupt_file_in_any_store_costs_a_rebuild_and_one_line_never_a_labe
         "answer store segment": (segment / "diagnoses.parquet", segment),
         "validated-inputs cache entry": (entry, entry),
     }
-    for store, (path, named) in damage.items():
+    for path, _ in damage.values():
         _flip(path)
-        assert run(store.replace(" ", "-")) == clean, store
-        err = capfd.readouterr().err
-        warnings = [line for line in err.splitlines() if line.startswith("warning: ")]
-        assert len(warnings) == 1 and warnings[0].startswith(f"warning: {store} {named} unreadable ("), err
-        assert "Traceback" not in err
+    assert run("damaged") == clean
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and err.count("\n") == 3, err
+    for store, (path, named) in damage.items():
+        assert f"warning: {store} {named} unreadable (" in err, err
         moved = [p for p in (state_dir / "damaged").iterdir() if p.name.startswith(store.replace(" ", "-"))]
         assert len(moved) == 1 and moved[0].name.endswith(named.name)  # moved aside, kept for a post-mortem
         assert named.exists() == (store != "answer store segment")  # rebuilt; the store gets a new segment
@@ -79,13 +80,19 @@ def test_one_corrupt_file_in_any_store_costs_a_rebuild_and_one_line_never_a_labe
     metrics = evaluate(data_dir=str(SAMPLE), run="baseline", out_dir=str(again))
     assert metrics["judge"]["answers_reused"] == 36 and _labels(again) == clean
     assert "warning: " not in capfd.readouterr().err
-    # A step result whose payload changed is a miss (the step runs again), not a different table.
-    results = [p for p in step_results_dir().iterdir() if p.is_file()]
-    for p in results:
-        _flip(p)
+    # Step results: one half-written by a killed run, one whose payload changed (still
+    # valid JSON). Moved aside by the sweep; the steps run again; the same labels.
+    truncated, changed = sorted((p for p in step_results_dir().iterdir() if p.name != ".swept"),
+                                key=lambda p: p.stat().st_size)[-2:]
+    truncated.write_bytes(truncated.read_bytes()[: truncated.stat().st_size // 2])
+    text = changed.read_text()
+    i = text.index("RAGSPAN-SUM1") + 200
+    changed.write_text(text[:i] + ("A" if text[i] != "A" else "B") + text[i + 1:])
     assert run("steps", **{"pipeline.reuse_answers": "false"}) == clean
     err = capfd.readouterr().err
-    assert "warning: step result" in err and "runs again" in err and "Traceback" not in err
+    assert err.count("\n") == 1 and err.startswith("warning: step result "), err
+    assert "(and 1 more)" in err and len(list((state_dir / "damaged").glob("step-result-*"))) == 2, err
+    assert check_record(truncated) is None and check_record(changed) is None  # written anew
 
 
 def _params(url: str) -> SimpleNamespace:
