@@ -120,3 +120,39 @@ def check_once(path: Path, store: str, schema: str, tables: tuple[str, ...]) -> 
     lost_note = f"{lost} unreadable" if lost else "the unreadable rest"
     heal.warn(store, path, problem, f"moved aside to {moved}; kept {kept} readable entries, {lost_note} "
               "will be asked again (counted in the judge calls of run.json)")
+
+
+_SQLITE_FULL = 13
+_SQLITE_IOERR_WRITE = 778  # SQLITE_IOERR | (3 << 8): a write() the OS refused
+_SQLITE_IOERR_FSYNC = 1034
+
+
+def no_room(exc: sqlite3.Error, path: Path) -> int:
+    """The errno behind a failed SQLite write when it is for want of room, else 0. SQLite
+    reports a full disk as SQLITE_FULL, but a file-size limit (EFBIG) only as a write I/O
+    error: that one counts when a limit is set or the filesystem has under 1 MB left."""
+    import errno
+    import resource
+
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code == _SQLITE_FULL:
+        return errno.ENOSPC
+    if code in (_SQLITE_IOERR_WRITE, _SQLITE_IOERR_FSYNC):
+        if resource.getrlimit(resource.RLIMIT_FSIZE)[0] != resource.RLIM_INFINITY:
+            return errno.EFBIG
+        try:
+            st = os.statvfs(path.parent)
+        except OSError:
+            return 0
+        return errno.ENOSPC if st.f_bavail * st.f_frsize < 1_000_000 else 0
+    return 0
+
+
+def raise_if_full(exc: sqlite3.Error, path: Path, store: str) -> None:
+    """A write refused for want of room is DiskFull naming the database (the transaction
+    was rolled back: the store is as it was)."""
+    from ragspan.tasks.errors import DiskFull
+
+    code = no_room(exc, path)
+    if code:
+        raise DiskFull(path, path.parent, OSError(code, os.strerror(code)), store) from exc

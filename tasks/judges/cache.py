@@ -33,7 +33,7 @@ from typing import Any, Self
 from urllib.parse import urlsplit, urlunsplit
 
 from ragspan.tasks.config import state_dir
-from ragspan.tasks.io.sqlite_heal import check_once
+from ragspan.tasks.io.sqlite_heal import check_once, raise_if_full
 
 CACHE_FILE = "judge-cache.sqlite"
 _BUSY_TIMEOUT_MS = 60_000
@@ -143,7 +143,11 @@ class JudgeCache:
             int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0), time.time(),
         )
         with self._lock:
-            self._conn.execute("INSERT OR IGNORE INTO judge_calls VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", row)
+            try:
+                self._conn.execute("INSERT OR IGNORE INTO judge_calls VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", row)
+            except sqlite3.OperationalError as exc:  # no room: DiskFull naming the file
+                raise_if_full(exc, self.path, "judge cache")
+                raise
 
     # -- structured-output modes (tasks/judges/output_modes.py) -------------------------------
 
