@@ -205,6 +205,8 @@ def remember(reuse: Reuse, run: ShardResult) -> None:
         "diagnoses": run.diagnoses.assign(**{KEY: run.diagnoses["question_id"].map(keep)}),
     }
     store.mkdir(parents=True, exist_ok=True)
+    for leftover in (".seg-*", ".gone-*"):  # segments a kill interrupted (written, or being removed)
+        heal.remove_leftovers(store, leftover)
     _write_segment(store, {name: t[t[KEY].notna()] for name, t in tagged.items()})
     with open(store.parent / ".lock", "a") as lock:  # one compactor at a time
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)

@@ -123,3 +123,19 @@ def heal(path: Path, store: str, problem: str, action: str) -> None:
     moved = move_aside(path, store)
     where = f"moved aside to {moved}" if moved else "already moved aside"
     warn(store, path, problem, f"{where}; {action}")
+
+
+def remove_leftovers(where: Path, pattern: str, older_than_s: float = 3600.0) -> None:
+    """Delete what killed writers left behind (their temp files and directories): only
+    older ones, since a live writer beside this run may still be filling its own."""
+    now = time.time()
+    for p in where.glob(pattern) if where.is_dir() else ():
+        try:
+            if now - p.stat().st_mtime < older_than_s:
+                continue
+            if p.is_dir():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                p.unlink(missing_ok=True)
+        except FileNotFoundError:
+            pass

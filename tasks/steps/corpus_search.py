@@ -81,6 +81,7 @@ def build_index_dir(chunks: pd.DataFrame, corpus: pd.DataFrame, root: Path) -> P
             return target
         heal.heal(target, STORE, problem, "rebuilding it")
     root.mkdir(parents=True, exist_ok=True)
+    heal.remove_leftovers(root, ".building-*")  # builds a kill interrupted
     texts = dict(zip(corpus["doc_id"], corpus["text"]))
     meta = chunks[["chunk_id", "doc_id", "char_start", "char_end"]].copy()
     meta["text"] = [texts[d][s:e] for d, s, e in zip(meta["doc_id"], meta["char_start"], meta["char_end"])]

@@ -102,6 +102,7 @@ def _keep(path: Path, value: Any) -> None:
         with open(tmp, "wb") as f:
             f.write(heal.sealed_bytes(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)))
         os.replace(tmp, path)
+        heal.remove_leftovers(path.parent, ".*.tmp")  # entries a kill interrupted
         level = path.name.split("-", 1)[0]
         kept = sorted(path.parent.glob(f"{level}-*.pickle"), key=lambda p: p.stat().st_mtime, reverse=True)
         for stale in kept[INPUT_CACHE_KEEP:]:
