@@ -168,3 +168,36 @@ def test_no_room_while_building_the_index_is_one_line_and_leaves_nothing_half_bu
     ws = load_workspace(SAMPLE, "baseline", 800, 100, 3)
     built = build_index_dir(ws.chunks, ws.corpus, root)  # with room: the same build succeeds
     assert [p.name for p in root.iterdir()] == [built.name] and heal.check_sealed(built) is None
+
+
+_FULL_CACHE = textwrap.dedent("""
+    import resource, signal, sys
+    from ragspan.tasks.errors import DiskFull
+    from ragspan.tasks.judges.cache import JudgeCache
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.RLIM_INFINITY))
+    try:
+        with JudgeCache(sys.argv[1]) as cache:
+            cache.put("new", {"model": "m"}, {"v": "x" * 100_000})
+    except DiskFull as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+""")
+
+
+def test_a_judge_cache_without_room_is_disk_full_never_taken_for_damage(tmp_path):
+    """Under a file-size limit SQLite reports only 'disk I/O error', even on open: that is
+    no room, not a damaged file — the paid rows stay where they are."""
+    path = tmp_path / "judge-cache.sqlite"
+    with JudgeCache(path) as cache:
+        for i in range(50):
+            cache.put(f"k{i}", {"model": "m"}, {"v": "y" * 500})
+    env = {**os.environ, "RAGSPAN_HOME": str(tmp_path / "state")}
+    proc = subprocess.run([sys.executable, "-c", _FULL_CACHE, str(path)], env=env, capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert proc.returncode == 4, proc.stderr
+    assert proc.stderr.startswith(f"error: {path}: file too large while writing judge cache"), proc.stderr
+    assert proc.stderr.count("\n") == 1 and "warning" not in proc.stderr
+    assert not (tmp_path / "state" / "damaged").exists()
+    with JudgeCache(path) as cache:
+        assert len(cache) == 50 and cache.get("new") is None

@@ -10,6 +10,8 @@ import fcntl
 import os
 import sqlite3
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from ragspan.tasks.io import heal
@@ -19,8 +21,14 @@ _LOCK = threading.Lock()
 _BATCH = 256  # rows read at a time; a batch that fails is read row by row
 
 
+_SQLITE_CORRUPT, _SQLITE_NOTADB = 11, 26  # the only errors that say the file itself is damaged
+
+
 def problem_of(path: Path) -> str | None:
-    """None when SQLite finds the database sound (or it does not exist yet); else why."""
+    """Why the database is damaged, or None: sound, not there yet, or not checkable now.
+    Only SQLite's own verdicts count — integrity_check's findings, SQLITE_CORRUPT,
+    SQLITE_NOTADB. An I/O error, a full disk, a file-size limit or a lock says nothing
+    about the file: it is never taken for damage (salvaging then would throw paid rows away)."""
     if not path.exists():
         return None
     try:
@@ -30,7 +38,8 @@ def problem_of(path: Path) -> str | None:
         finally:
             conn.close()
     except sqlite3.DatabaseError as exc:
-        return str(exc)
+        code = getattr(exc, "sqlite_errorcode", None)
+        return str(exc) if code is not None and code & 0xFF in (_SQLITE_CORRUPT, _SQLITE_NOTADB) else None
     found = [r[0] for r in rows]
     return None if found == ["ok"] else "integrity_check: " + "; ".join(found)[:160]
 
@@ -112,7 +121,8 @@ def check_once(path: Path, store: str, schema: str, tables: tuple[str, ...]) -> 
         problem = problem_of(path)  # another process may have salvaged it meanwhile
         if problem is None:
             return
-        kept, lost, fresh = salvage(path, schema, tables)
+        with room_for(path, store):  # no room for the salvaged copy: DiskFull, the file stays as it is
+            kept, lost, fresh = salvage(path, schema, tables)
         moved = heal.move_aside(path, store)
         for side in ("-wal", "-shm"):  # they belong to the damaged file
             Path(f"{path}{side}").unlink(missing_ok=True)
@@ -123,21 +133,20 @@ def check_once(path: Path, store: str, schema: str, tables: tuple[str, ...]) -> 
 
 
 _SQLITE_FULL = 13
-_SQLITE_IOERR_WRITE = 778  # SQLITE_IOERR | (3 << 8): a write() the OS refused
-_SQLITE_IOERR_FSYNC = 1034
+_SQLITE_IOERR = 10  # any I/O error (write, truncate, growing the -shm map, ...)
 
 
 def no_room(exc: sqlite3.Error, path: Path) -> int:
     """The errno behind a failed SQLite write when it is for want of room, else 0. SQLite
-    reports a full disk as SQLITE_FULL, but a file-size limit (EFBIG) only as a write I/O
+    reports a full disk as SQLITE_FULL, but a file-size limit (EFBIG) only as an I/O
     error: that one counts when a limit is set or the filesystem has under 1 MB left."""
     import errno
     import resource
 
-    code = getattr(exc, "sqlite_errorcode", None)
+    code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF  # the primary code
     if code == _SQLITE_FULL:
         return errno.ENOSPC
-    if code in (_SQLITE_IOERR_WRITE, _SQLITE_IOERR_FSYNC):
+    if code == _SQLITE_IOERR:
         if resource.getrlimit(resource.RLIMIT_FSIZE)[0] != resource.RLIM_INFINITY:
             return errno.EFBIG
         try:
@@ -146,6 +155,16 @@ def no_room(exc: sqlite3.Error, path: Path) -> int:
             return 0
         return errno.ENOSPC if st.f_bavail * st.f_frsize < 1_000_000 else 0
     return 0
+
+
+@contextmanager
+def room_for(path: Path, store: str) -> Iterator[None]:
+    """SQLite work on `path`: a refusal for want of room is DiskFull naming it."""
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        raise_if_full(exc, path, store)
+        raise
 
 
 def raise_if_full(exc: sqlite3.Error, path: Path, store: str) -> None:
