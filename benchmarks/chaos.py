@@ -10,12 +10,15 @@ OpenAI-compatible server of the tests (`tests/fake_openai_server.py`, as a proce
 fixed port, so a restart keeps the judge's URL and its cache keys). The workspace comes
 from the scale benchmark's generator (benchmarks/scale/generate.py).
 
-First a clean run (model `m-ref`) writes the results and gives the reference diagnoses
-and its duration T. Then each trial (seeded) picks a fault and a moment:
+First a clean run (model `m-ref`) writes the results and gives the reference diagnoses;
+a second one (model `m-cal`, a new judge context: what a trial's run does) gives T', the
+span over which fault moments are drawn. Then each trial (seeded) picks a fault and a moment
+(a timed fault may still come after a fast run has ended: `fault_hit_running_run`, and the
+exit times are summarised over the faults that met a running run):
 
 | fault | what | when |
 |---|---|---|
-| kill-evaluate | SIGKILL of the `ragspan evaluate` process | a random moment in [0.05, 0.95] T |
+| kill-evaluate | SIGKILL of the `ragspan evaluate` process | a random moment in [0.05, 0.95] T' |
 | kill-prefect | SIGKILL of the Prefect server (its process group) | same |
 | stop-prefect | SIGSTOP of the Prefect server (SIGCONT once evaluate exited) | same |
 | kill-judge | SIGKILL of the judge's server | same |
@@ -187,7 +190,7 @@ class Bench:
         self.env = {**base, **quiet, "RAGSPAN_HOME": str(self.state), "PREFECT_API_URL": self.api,
                     "PREFECT_HOME": str(work / "prefect-client")}
         self.reference: list[tuple] | None = None
-        self.ref_s = 0.0
+        self.ref_s = self.fault_s = 0.0
         self.runs = 0
 
     # -- runs ------------------------------------------------------------------------------
@@ -280,7 +283,7 @@ class Bench:
         fault_at = t0
         second = None
         if fault in TIMED:
-            moment = self.rng.uniform(0.05, 0.95) * self.ref_s
+            moment = self.rng.uniform(0.05, 0.95) * self.fault_s
             rec["moment_s"] = round(moment, 2)
             while proc.poll() is None and time.monotonic() - t0 < moment:
                 time.sleep(0.05)
@@ -329,11 +332,17 @@ class Bench:
         return rec
 
 
+def hit(r: dict) -> bool:
+    """The fault met a running run (a timed fault may come after the run already ended)."""
+    return r.get("fault_hit_running_run", True)
+
+
 def summary(rows: list[dict]) -> dict:
-    exits = [r["exit_s"] for r in rows]
+    exits = [r["exit_s"] for r in rows if hit(r)]  # fault → exit; from the start for corrupt/no-space
     return {
         "trials": len(rows),
         "faults": {f: sum(r["fault"] == f for r in rows) for f in FAULTS},
+        "hit_running_run": sum(hit(r) for r in rows),
         "exit_s_median": round(statistics.median(exits), 2) if exits else None,
         "exit_s_max": max(exits) if exits else None,
         "hung": sum(r["exit_code"] is None for r in rows),
@@ -356,7 +365,8 @@ def table(rows: list[dict], s: dict) -> str:
                      f"{'y' if r['traceback'] else '-':>3}  {detail.strip()}")
     per = ", ".join(f"{k} {v}" for k, v in s["faults"].items() if v)
     lines += ["", f"trials {s['trials']} ({per})",
-              f"exit after the fault: median {s['exit_s_median']} s, max {s['exit_s_max']} s, hung {s['hung']}",
+              (f"faults that met a running run: {s['hit_running_run']}/{s['trials']} · exit after the fault "
+              f"(those): median {s['exit_s_median']} s, max {s['exit_s_max']} s, hung {s['hung']}"),
               (f"previous results intact: {s['intact']}/{s['trials']} · next run identical to the clean run: "
               f"{s['next_identical']}/{s['trials']} · processes alive 30 s after exit: {s['alive_after_30s']} · "
               f"tracebacks: {s['tracebacks']}")]
@@ -395,7 +405,14 @@ def main(argv: list[str] | None = None) -> int:
             print(err, file=sys.stderr)
             return 1
         bench.reference, bench.ref_s = ref, secs
-        print(f"clean run: {secs:.1f} s, {len(ref)} claims; {a.trials} trials (seed {a.seed})", flush=True)
+        # What a trial's run takes (a new judge model; index and inputs already there): the
+        # moments of the timed faults are drawn over this, so most of them hit a running run.
+        code, bench.fault_s, cal, err = bench.clean_run("m-cal")
+        if code != 0 or cal != ref:
+            print(err, file=sys.stderr)
+            return 1
+        print(f"clean run: {secs:.1f} s, {len(ref)} claims; a trial's run: {bench.fault_s:.1f} s; "
+              f"{a.trials} trials (seed {a.seed})", flush=True)
         prev = "m-ref"
         for i in range(1, a.trials + 1):
             fault = bench.rng.choice(faults)
@@ -413,7 +430,7 @@ def main(argv: list[str] | None = None) -> int:
     print(table(rows, s))
     result = {"config": {"trials": a.trials, "seed": a.seed, "size": a.size, "chunks": chunks, "answers": n_answers,
                          "claims": len(bench.reference or []), "faults": list(faults),
-                         "clean_run_s": round(bench.ref_s, 2), "total_s": round(time.monotonic() - t_start, 1),
+                         "clean_run_s": round(bench.ref_s, 2), "trial_run_s": round(bench.fault_s, 2), "total_s": round(time.monotonic() - t_start, 1),
                          "workspace": info, "cores": os.cpu_count()},
               "summary": s, "trials": rows}
     out = ROOT / "benchmarks" / "results" / f"{a.name}.json"

@@ -218,12 +218,13 @@ def remember(reuse: Reuse, run: ShardResult) -> None:
                 for seg in segments:
                     _discard(seg)
         _prune(store.parent)
+        heal.remove_leftovers(store.parent, ".gone-*")  # contexts a kill left half-removed
 
 
 def _discard(path: Path) -> None:
     """Remove a directory all at once for a reader: renamed out of sight, then deleted
     (a half-deleted segment would look damaged)."""
-    hidden = path.with_name(f".gone-{path.name}")
+    hidden = path.with_name(f".gone-{time.time_ns()}-{path.name}")
     try:
         os.replace(path, hidden)
     except OSError:

@@ -192,7 +192,7 @@ def _remove(chosen: list[Entry]) -> None:
         if e.store == "judge_cache":
             continue
         if e.path.is_dir():  # out of sight first: a run beside this one never sees half of it
-            hidden = e.path.with_name(f".gone-{e.path.name}")
+            hidden = e.path.with_name(f".gone-{time.time_ns()}-{e.path.name}")
             try:
                 os.replace(e.path, hidden)
             except OSError:
