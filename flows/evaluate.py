@@ -26,7 +26,8 @@ from ragspan.tasks.core.shards import Shard, ShardResult, passages_for, shards_o
 from ragspan.tasks.io.answer_store import context_key, remember_answers, reuse_answers
 from ragspan.tasks.io.load import load_inputs
 from ragspan.tasks.io.outputs import output_lock
-from ragspan.tasks.io.state import mark_used, prune_after_run
+from ragspan.tasks.io.state import mark_used, prune_after_run, step_results_dir
+from ragspan.tasks.io.step_results import sweep
 from ragspan.tasks.judges import judge_spec, support_threshold
 from ragspan.tasks.judges.base import JudgeSpec
 from ragspan.tasks.judges.local import set_processes
@@ -65,6 +66,7 @@ def evaluate(data_dir: str, run: str, out_dir: str, params_path: str | None = No
         ws = timed(load_inputs, data_dir, run, settings)  # bad input stops here: before any judge call
         index_dir = timed(build_index, ws.chunks, ws.corpus, str(state_dir() / "index"))
         mark_used(index_dir)  # for pruning by last use (tasks/io/state.py)
+        sweep(step_results_dir())  # step results a killed run half-wrote: moved aside, one line
         passages, top_k = passages_for(ws), settings.search.top_k
         known = timed(reuse_answers, ws.answers, passages, str(state_dir() / "answers"),
                       context_key(spec, code, (thr, band), top_k, index_dir), settings.pipeline.reuse_answers)

@@ -21,7 +21,9 @@ from typing import Any
 import pandas as pd
 from ragspan.flows import progress
 from ragspan.tasks.core.shards import ShardResult, answers_to_retry
-from ragspan.tasks.errors import StepFailed
+from ragspan.tasks.errors import DiskFull, StepFailed
+from ragspan.tasks.io.outputs import no_room
+from ragspan.tasks.io.state import step_results_dir
 from ragspan.tasks.judges.base import JudgeStats
 from ragspan.tasks.steps.validate_offsets import spans_from_judgements
 
@@ -66,7 +68,7 @@ class StepLedger:
         record_timing(step.name, state.name, start, time.perf_counter() - t0)
         self.states[step.name][state.name] += 1
         if not state.is_completed():
-            raise StepFailed(f"step {step.name} ended {state.name}: {state.message}")
+            raise _failure(step.name, state)
         result = state.result()
         calls = 0
         if isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], JudgeStats):
@@ -89,6 +91,18 @@ class StepLedger:
         diagnoses, answer_spans = diagnosed
         return ShardResult(claims, spans_from_judgements(both), diagnoses, self.stats, self.summary(),
                            answers_to_retry(claims, both), answer_spans)
+
+
+def _failure(name: str, state: Any) -> Exception:
+    """What a step that did not complete raises: no room (the judge cache, Prefect's step
+    results) is DiskFull naming the file; anything else StepFailed with the state's message."""
+    exc = state.result(raise_on_failure=False) if state.is_failed() else None
+    if isinstance(exc, DiskFull):
+        return exc
+    if isinstance(exc, OSError) and no_room(exc):
+        where = step_results_dir()
+        return DiskFull(exc.filename or where, where, exc, "step results")
+    return StepFailed(f"step {name} ended {state.name}: {state.message}")
 
 
 def _had_judge_errors(result: Any) -> bool:

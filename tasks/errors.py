@@ -10,7 +10,7 @@
     │   ├── MissingRun                   aggregate: a run has no metrics yet
     │   └── NoServer                     serve/notify: no Prefect API to talk to
     ├── OutputBusy                    3  another process is writing the same results dir
-    ├── DiskFull                      4  no space (or file-size limit) writing results: previous kept
+    ├── DiskFull                      4  no space (or file-size limit) writing results or a store: previous kept
     ├── InitError                     1  a step of `ragspan init` failed
     └── StepFailed                    1  a pipeline step ended in a failed state
 
@@ -83,22 +83,50 @@ class OutputBusy(RagspanError, RuntimeError):
 
 
 class DiskFull(RagspanError, OSError):
-    """The results' filesystem is full (ENOSPC, EDQUOT) or a file-size limit was hit
-    (EFBIG) while writing a results directory; the previous results are left as they were."""
+    """The filesystem is full (ENOSPC, EDQUOT) or a file-size limit was hit (EFBIG) while
+    writing a results directory or a store of the state dir (`what`); nothing is left
+    half-written: the previous results (or store) are left as they were. `needed`: bytes
+    the write needs at least (0: unknown)."""
 
     exit_code = 4
 
-    def __init__(self, path: str | Path, out_dir: str | Path, cause: OSError):
-        self.path, self.out_dir = str(path), str(out_dir)
+    def __init__(self, path: str | Path, out_dir: str | Path, cause: OSError, what: str = "results",
+                 needed: int = 0, free: int | None = None):
+        self.path, self.out_dir, self.what, self.needed = str(path), str(out_dir), what, needed
+        self.free = _free(Path(self.path)) if free is None else free  # measured once: a copy says the same
         reason = os.strerror(cause.errno) if cause.errno else str(cause)  # pyarrow's strerror is long
         fix = "raise the file-size limit (ulimit -f)" if cause.errno == errno.EFBIG else "free space"
-        super().__init__(f"{self.path}: {reason.lower()} while writing results; "
-                         f"the previous results in {self.out_dir} are unchanged: {fix} and re-run")
+        kept = (f"the previous results in {self.out_dir} are unchanged" if what == "results"
+                else f"the {what} in {self.out_dir} is as it was")
+        super().__init__(f"{self.path}: {reason.lower()} while writing {what}; {kept}: {fix} and re-run"
+                         + _room(needed, self.free))
         self.errno = cause.errno  # as an OSError would have it; str() stays the message
         self._cause = (cause.errno, reason)
 
     def __reduce__(self):  # pickles (Prefect states, Dask) rebuild it from its own arguments
-        return (type(self), (self.path, self.out_dir, OSError(*self._cause)))
+        return (type(self), (self.path, self.out_dir, OSError(*self._cause), self.what, self.needed, self.free))
+
+
+def _mb(n: float) -> str:
+    return f"{n / 1e6:.1f} MB"
+
+
+def _free(path: Path) -> int:
+    """Bytes free for this process on the filesystem of `path` (-1: unknown)."""
+    for p in (path, *path.parents):
+        try:
+            st = os.statvfs(p)
+        except OSError:
+            continue
+        return st.f_bavail * st.f_frsize
+    return -1
+
+
+def _room(needed: int, free: int) -> str:
+    """' (needs at least N MB; M MB free there)': what the write took, and the room left."""
+    free = None if free < 0 else free
+    parts = ([f"needs at least {_mb(needed)}"] if needed else []) + ([f"{_mb(free)} free there"] if free is not None else [])
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 class InitError(RagspanError, RuntimeError):

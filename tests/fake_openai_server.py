@@ -186,7 +186,7 @@ def rejection(flavour: str, body: dict) -> Reply | None:
 
 class FakeOpenAIServer:
     def __init__(self, handler: Callable[[dict], Reply] | None = None, delay: float = 0.0,
-                 accepts: str = "openai", models: tuple[str, ...] = ("fake-model",)) -> None:
+                 accepts: str = "openai", models: tuple[str, ...] = ("fake-model",), port: int = 0) -> None:
         self.handler = handler or smart_reply
         self.delay = delay  # added to every reply (benchmarks)
         self.accepts = accepts  # a FLAVOURS key: which response_format types it takes
@@ -256,7 +256,7 @@ class FakeOpenAIServer:
                 except (BrokenPipeError, ConnectionResetError):  # the client timed out
                     pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), _Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
         self._thread.start()
@@ -305,8 +305,9 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--delay", type=float, default=0.0, help="seconds added to every reply")
     ap.add_argument("--accepts", choices=sorted(FLAVOURS), default="openai", help="which response_format it takes")
+    ap.add_argument("--port", type=int, default=0, help="0: a free port (a restart on the same port keeps the URL)")
     args = ap.parse_args()
-    srv = FakeOpenAIServer(delay=args.delay, accepts=args.accepts)
+    srv = FakeOpenAIServer(delay=args.delay, accepts=args.accepts, port=args.port)
     print(srv.url, flush=True)
     try:
         while True:

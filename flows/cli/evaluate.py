@@ -151,7 +151,7 @@ def _run_flow(args, settings, ws, data: str, run: str, out: str, overrides: dict
         from ragspan.flows import progress
         from ragspan.flows.evaluate import evaluate
         from ragspan.flows.runners import task_runner
-        from ragspan.flows.runtime import ApiWatch
+        from ragspan.flows.runtime import ApiWatch, api_answers
         from ragspan.tasks.errors import RagspanError
         from ragspan.tasks.io.load import hand_over
 
@@ -169,7 +169,9 @@ def _run_flow(args, settings, ws, data: str, run: str, out: str, overrides: dict
                     data_dir=data, run=run, out_dir=out, params_path=params_path(args.params),
                     overrides=overrides, compare_to=args.compare_to)
             except Exception as exc:
-                if watch and watch.dead:  # one line instead of Prefect's tracebacks
+                # The API may die before the watch's next check (a flow run being created):
+                # an unexpected error with the API gone now is the same one line.
+                if watch and (watch.dead or (not isinstance(exc, RagspanError) and not api_answers(api_url))):
                     raise RagspanError(f"the Prefect API at {api_url} stopped answering during the run "
                                        f"({type(exc).__name__}); results in {out}/ may be incomplete") from None
                 raise

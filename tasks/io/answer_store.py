@@ -39,9 +39,11 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from ragspan.tasks.core import schemas
 from ragspan.tasks.core.shards import ShardResult
+from ragspan.tasks.io import heal
+from ragspan.tasks.io.outputs import room_for
 from ragspan.tasks.judges.base import JudgeSpec, JudgeStats
 
-STORE_FORMAT = "reuse-1"  # bump when the stored tables' meaning changes
+STORE_FORMAT = "reuse-2"  # bump when the stored tables' meaning changes (2: sealed segments)
 MAX_CONTEXTS = 8
 MAX_SEGMENTS = 16  # appended per run; folded into one beyond this
 KEY = "answer_key"
@@ -98,17 +100,30 @@ def _segments(store: Path) -> list[Path]:
     return sorted(p for p in store.iterdir() if p.is_dir() and p.name.startswith("seg-")) if store.is_dir() else []
 
 
+STORE = "answer store segment"  # as the warning names it
+
+
 def _read_segment(seg: Path) -> dict[str, pd.DataFrame] | None:
-    try:
-        tables = {name: pd.read_parquet(seg / f"{name}.parquet") for name in _TABLES}
-    except (OSError, ValueError):
-        return None
-    return tables if all(KEY in t.columns for t in tables.values()) else None
+    """The segment's tables, checked against its sums.json first. A damaged segment is
+    moved aside with one warning line (its answers are evaluated again and stored anew);
+    one that vanished meanwhile (folded by another run) is skipped in silence."""
+    problem = heal.check_sealed(seg)
+    if problem is None:
+        try:
+            tables = {name: pd.read_parquet(seg / f"{name}.parquet") for name in _TABLES}
+            if all(KEY in t.columns for t in tables.values()):
+                return tables
+            problem = f"a table lacks the {KEY} column"
+        except (OSError, ValueError) as exc:
+            problem = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
+    if seg.is_dir():
+        heal.heal(seg, STORE, problem, "its answers are evaluated again and stored")
+    return None
 
 
 def _read_store(store: Path) -> dict[str, pd.DataFrame] | None:
     """Every answer's rows from the newest segment that holds it, or None when there is
-    nothing readable (a damaged segment is skipped: it only costs a re-evaluation)."""
+    nothing readable (a damaged segment only costs its answers a re-evaluation)."""
     parts: dict[str, list[pd.DataFrame]] = {name: [] for name in _TABLES}
     for i, seg in enumerate(_segments(store)):
         tables = _read_segment(seg)
@@ -196,6 +211,8 @@ def remember(reuse: Reuse, run: ShardResult) -> None:
         "answer_spans": (a := run.answer_spans_table()).assign(**{KEY: a["question_id"].map(keep)}),
     }
     store.mkdir(parents=True, exist_ok=True)
+    for leftover in (".seg-*", ".gone-*"):  # segments a kill interrupted (written, or being removed)
+        heal.remove_leftovers(store, leftover)
     _write_segment(store, {name: t[t[KEY].notna()] for name, t in tagged.items()})
     with open(store.parent / ".lock", "a") as lock:  # one compactor at a time
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
@@ -205,17 +222,33 @@ def remember(reuse: Reuse, run: ShardResult) -> None:
             if whole is not None:
                 _write_segment(store, whole)
                 for seg in segments:
-                    shutil.rmtree(seg, ignore_errors=True)
+                    _discard(seg)
         _prune(store.parent)
+        heal.remove_leftovers(store.parent, ".gone-*")  # contexts a kill left half-removed
+
+
+def _discard(path: Path) -> None:
+    """Remove a directory all at once for a reader: renamed out of sight, then deleted
+    (a half-deleted segment would look damaged)."""
+    hidden = path.with_name(f".gone-{time.time_ns()}-{path.name}")
+    try:
+        os.replace(path, hidden)
+    except OSError:
+        return
+    shutil.rmtree(hidden, ignore_errors=True)
 
 
 def _write_segment(store: Path, tables: dict[str, pd.DataFrame]) -> None:
-    """A new segment of the store, appearing whole (written aside, then renamed)."""
-    tmp = Path(tempfile.mkdtemp(prefix=".seg-", dir=store))
+    """A new segment of the store, appearing whole (written aside with its sums.json,
+    then renamed). No room for it is DiskFull: the store keeps its other segments."""
+    with room_for(store, store, "answer store"):
+        tmp = Path(tempfile.mkdtemp(prefix=".seg-", dir=store))
     try:
-        for name, table in tables.items():
-            table.to_parquet(tmp / f"{name}.parquet", index=False)
-        os.replace(tmp, store / f"seg-{time.time_ns():020d}-{os.getpid()}")
+        with room_for(store, store, "answer store"):
+            for name, table in tables.items():
+                table.to_parquet(tmp / f"{name}.parquet", index=False)
+            heal.seal(tmp)
+            os.replace(tmp, store / f"seg-{time.time_ns():020d}-{os.getpid()}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -224,7 +257,7 @@ def _prune(root: Path) -> None:
     contexts = sorted((p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")),
                       key=lambda p: p.stat().st_mtime, reverse=True)
     for stale in contexts[MAX_CONTEXTS:]:
-        shutil.rmtree(stale, ignore_errors=True)
+        _discard(stale)
 
 
 # Not cached by Prefect: the store is itself the cache, and reading it is the point.

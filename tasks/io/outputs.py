@@ -31,14 +31,14 @@ def write_atomic_dir(out_dir: Path, writers: dict[str, Callable[[Path], None]]) 
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     for stale in out_dir.parent.glob(f".{out_dir.name}.tmp-*"):
         shutil.rmtree(stale, ignore_errors=True)
-    with _room_for(out_dir.parent, out_dir):
+    with room_for(out_dir.parent, out_dir):
         tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
     # mkdtemp makes the directory 0700; the results are for a team (or a web server) to
     # read, so they get the mode any new directory would get under the process's umask.
     os.chmod(tmp, 0o777 & ~_umask())
     try:
         for name, write in writers.items():
-            with _room_for(out_dir / name, out_dir):  # named as the file it was to become
+            with room_for(out_dir / name, out_dir, needed=lambda: _needed(tmp, out_dir)):  # named as the file
                 write(tmp / name)
                 if (tmp / name).is_file():  # a writer may also produce a directory (an index)
                     with open(tmp / name, "rb") as fh:
@@ -48,7 +48,7 @@ def write_atomic_dir(out_dir: Path, writers: dict[str, Callable[[Path], None]]) 
             # Keep what others put there: DVC's .gitignore for the outs in this directory.
             for hidden in out_dir.glob(".*"):
                 if hidden.is_file() and hidden.name not in writers:
-                    with _room_for(hidden, out_dir):
+                    with room_for(hidden, out_dir):
                         shutil.copy2(hidden, tmp / hidden.name)
         if out_dir.exists():
             os.replace(out_dir, old)
@@ -60,15 +60,43 @@ def write_atomic_dir(out_dir: Path, writers: dict[str, Callable[[Path], None]]) 
     return out_dir
 
 
+def _tree_bytes(p: Path) -> int:
+    return sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) if p.is_dir() else 0
+
+
+def _needed(tmp: Path, out_dir: Path) -> int:
+    """What the new results need at least: what was written before the failure, or the
+    previous results' size when larger (a new run's results are about as big)."""
+    try:
+        return max(_tree_bytes(tmp), _tree_bytes(out_dir))
+    except OSError:
+        return 0
+
+
 @contextmanager
-def _room_for(path: Path, out_dir: Path) -> Iterator[None]:
-    """An OSError for want of room (_NO_SPACE) becomes DiskFull naming `path`."""
+def room_for(path: Path, out_dir: Path, what: str = "results",
+             needed: Callable[[], int] | None = None) -> Iterator[None]:
+    """An OSError for want of room (_NO_SPACE) becomes DiskFull naming `path` (and what
+    the write needs, when `needed` can tell)."""
     try:
         yield
-    except OSError as exc:
-        if exc.errno in _NO_SPACE and not isinstance(exc, DiskFull):
-            raise DiskFull(path, out_dir, exc) from exc
+    except DiskFull:
         raise
+    except (OSError, ValueError, RuntimeError) as exc:
+        code = no_room(exc)
+        if code:
+            cause = exc if isinstance(exc, OSError) else OSError(code, os.strerror(code))
+            raise DiskFull(path, out_dir, cause, what, needed() if needed else 0) from exc
+        raise
+
+
+def no_room(exc: BaseException) -> int:
+    """The errno of a failure for want of room, else 0. Native libraries (tantivy) report
+    it as a ValueError carrying the OS's message rather than an OSError."""
+    if isinstance(exc, OSError):
+        return exc.errno if exc.errno in _NO_SPACE else 0
+    text = str(exc)
+    return next((code for code in _NO_SPACE if os.strerror(code) in text), 0)
 
 
 def _umask() -> int:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ragspan.tasks.config import state_dir
-from ragspan.tasks.judges.cache import CACHE_FILE
+from ragspan.tasks.judges.cache import CACHE_FILE, JudgeCache
 
 CACHES = ("judge_cache", "answer_store", "inputs", "step_results", "indexes")
 KEPT = ("demo_indexes", "prefect_db")
@@ -111,6 +111,7 @@ def _judge_entries(db: Path) -> list[Entry]:
     """One entry per row; the file's size shared out in proportion to each row's text."""
     if not db.is_file():
         return []
+    JudgeCache(db).close()  # integrity_check (once per process); a damaged file is salvaged first
     try:
         with sqlite3.connect(db, timeout=60) as conn:
             rows = conn.execute("SELECT key, created_at, length(key) + length(parts) + length(value) + 64 "
@@ -190,8 +191,13 @@ def _remove(chosen: list[Entry]) -> None:
     for e in chosen:
         if e.store == "judge_cache":
             continue
-        if e.path.is_dir():
-            shutil.rmtree(e.path, ignore_errors=True)
+        if e.path.is_dir():  # out of sight first: a run beside this one never sees half of it
+            hidden = e.path.with_name(f".gone-{time.time_ns()}-{e.path.name}")
+            try:
+                os.replace(e.path, hidden)
+            except OSError:
+                hidden = e.path
+            shutil.rmtree(hidden, ignore_errors=True)
         else:
             e.path.unlink(missing_ok=True)
 

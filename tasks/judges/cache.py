@@ -33,6 +33,7 @@ from typing import Any, Self
 from urllib.parse import urlsplit, urlunsplit
 
 from ragspan.tasks.config import state_dir
+from ragspan.tasks.io.sqlite_heal import check_once, room_for
 
 CACHE_FILE = "judge-cache.sqlite"
 _BUSY_TIMEOUT_MS = 60_000
@@ -91,11 +92,14 @@ class JudgeCache:
     def __init__(self, path: str | Path | None = None) -> None:
         self.path = Path(path) if path is not None else default_cache_path()
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        # integrity_check once per process; a damaged file keeps its readable rows
+        check_once(self.path, "judge cache", _SCHEMA, ("judge_calls", "output_modes"))
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_MS / 1000, isolation_level=None,
-                                     check_same_thread=False)
-        self._conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
-        self._set_up()
+        with room_for(self.path, "judge cache"):  # no room even to open it: DiskFull naming the file
+            self._conn = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+                                         check_same_thread=False)
+            self._conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+            self._set_up()
 
     def _set_up(self) -> None:
         """WAL mode and the schema. Switching to WAL takes an exclusive lock that the busy
@@ -118,7 +122,7 @@ class JudgeCache:
 
     def get(self, key: str) -> tuple[Any, dict[str, int]] | None:
         """(value, usage) of a finished call, or None."""
-        with self._lock:
+        with self._lock, room_for(self.path, "judge cache"):
             row = self._conn.execute(
                 "SELECT value, prompt_tokens, completion_tokens FROM judge_calls WHERE key = ?", (key,)
             ).fetchone()
@@ -139,7 +143,7 @@ class JudgeCache:
             json.dumps(value, sort_keys=True, ensure_ascii=False),
             int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0), time.time(),
         )
-        with self._lock:
+        with self._lock, room_for(self.path, "judge cache"):  # no room: DiskFull naming the file
             self._conn.execute("INSERT OR IGNORE INTO judge_calls VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", row)
 
     # -- structured-output modes (tasks/judges/output_modes.py) -------------------------------

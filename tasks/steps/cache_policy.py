@@ -8,7 +8,8 @@ would never be cached. Here DataFrames are hashed by value (pandas' own
 `hash_pandas_object`, plus columns and dtypes). TASK_SOURCE sees only the task's own
 body, so every step also takes `code` (tasks.config.code_version()) and its judge
 spec/thresholds as inputs. Results are persisted under the ragspan state dir
-(PREFECT_RESULTS_LOCAL_STORAGE_PATH, set by flows.runtime), never inside a DVC out.
+(PREFECT_RESULTS_LOCAL_STORAGE_PATH, set by flows.runtime), never inside a DVC out, with
+a checksum (tasks/io/step_results.py).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import pandas as pd
 from prefect import task
 from prefect.cache_policies import TASK_SOURCE, CachePolicy
 from prefect.utilities.hashing import hash_objects
+from ragspan.tasks.io.step_results import CheckedPickle
 
 F = TypeVar("F", bound=Callable)
 
@@ -71,5 +73,6 @@ def step_task(name: str) -> Callable[[F], F]:
         name=name,
         cache_policy=STEP_CACHE_POLICY,
         persist_result=True,
+        result_serializer=CheckedPickle(),  # a changed result on disk is a miss, not a different table
         log_prints=False,
     )

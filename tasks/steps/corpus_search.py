@@ -29,9 +29,11 @@ from prefect.cache_policies import NO_CACHE
 from pyarrow import feather
 from ragspan.tasks.core import schemas
 from ragspan.tasks.core.text import content_norms
+from ragspan.tasks.io import heal
+from ragspan.tasks.io.outputs import room_for
 from ragspan.tasks.steps.cache_policy import step_task
 
-INDEX_FORMAT = "tantivy-2"  # bump when the tokenisation or the files change
+INDEX_FORMAT = "tantivy-3"  # bump when the tokenisation or the files change (3: sums.json)
 CHUNKS_FILE = "chunks.arrow"  # the indexed chunks, row = tantivy's `row` field
 _WRITER_HEAP = 256_000_000  # one writer thread: one segment up to ~1M chunks, stable doc order
 
@@ -51,29 +53,43 @@ def chunk_table_hash(chunks: pd.DataFrame, corpus: pd.DataFrame) -> str:
     return h.hexdigest()[:24]
 
 
+STORE = "corpus index"  # as the warning names it
+
+
+def check_index(index_dir: Path) -> str | None:
+    """None when the index is whole: every file's size and md5 as built (heal.seal), and
+    the format this code writes; else what is wrong."""
+    problem = heal.check_sealed(index_dir)
+    if problem is None:
+        try:
+            info = json.loads((index_dir / "info.json").read_text())
+        except (OSError, ValueError):
+            return "info.json unreadable"
+        if info.get("format") != INDEX_FORMAT:
+            return f"format {info.get('format')!r}, not {INDEX_FORMAT!r}"
+    return problem
+
+
 def build_index_dir(chunks: pd.DataFrame, corpus: pd.DataFrame, root: Path) -> Path:
-    """Build (or reuse) the index for this chunk table under `root/<hash>`; atomic."""
+    """Build (or reuse) the index for this chunk table under `root/<hash>`; atomic. An
+    existing index is checked first (check_index); a damaged one is moved aside, with one
+    warning line, and built again."""
     target = root / chunk_table_hash(chunks, corpus)
-    if (target / CHUNKS_FILE).exists():
-        return target
+    if target.exists():
+        problem = check_index(target)
+        if problem is None:
+            return target
+        heal.heal(target, STORE, problem, "rebuilding it")
     root.mkdir(parents=True, exist_ok=True)
+    heal.remove_leftovers(root, ".building-*")  # builds a kill interrupted
     texts = dict(zip(corpus["doc_id"], corpus["text"]))
     meta = chunks[["chunk_id", "doc_id", "char_start", "char_end"]].copy()
     meta["text"] = [texts[d][s:e] for d, s, e in zip(meta["doc_id"], meta["char_start"], meta["char_end"])]
-    tmp = Path(tempfile.mkdtemp(prefix=".building-", dir=root))
+    with room_for(target, root, STORE):
+        tmp = Path(tempfile.mkdtemp(prefix=".building-", dir=root))
     try:
-        (tmp / "tantivy").mkdir()
-        index = tantivy.Index(_schema(), path=str(tmp / "tantivy"))
-        writer = index.writer(_WRITER_HEAP, 1)
-        for i, text in enumerate(meta["text"]):
-            writer.add_document(tantivy.Document(row=i, body=" ".join(index_terms(text))))
-        writer.commit()
-        writer.wait_merging_threads()
-        # Arrow IPC, uncompressed: memory-mapped by every search process, which reads only
-        # the rows of its hits (not 100k chunk texts into Python strings per process).
-        feather.write_feather(meta.reset_index(drop=True), tmp / CHUNKS_FILE, compression="uncompressed")
-        # written last: marks completion
-        (tmp / "info.json").write_text(json.dumps({"format": INDEX_FORMAT, "chunks": len(meta)}))
+        with room_for(target, root, STORE, needed=lambda: _bytes(tmp)):
+            _write_index(tmp, meta)
         try:
             os.replace(tmp, target)
         except OSError:  # another process won the race: its index is identical
@@ -82,6 +98,26 @@ def build_index_dir(chunks: pd.DataFrame, corpus: pd.DataFrame, root: Path) -> P
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return target
+
+
+def _bytes(d: Path) -> int:
+    return sum(p.stat().st_size for p in d.rglob("*") if p.is_file())
+
+
+def _write_index(tmp: Path, meta: pd.DataFrame) -> None:
+    """The index's files into `tmp` (renamed into place by the caller), sums.json last."""
+    (tmp / "tantivy").mkdir()
+    index = tantivy.Index(_schema(), path=str(tmp / "tantivy"))
+    writer = index.writer(_WRITER_HEAP, 1)
+    for i, text in enumerate(meta["text"]):
+        writer.add_document(tantivy.Document(row=i, body=" ".join(index_terms(text))))
+    writer.commit()
+    writer.wait_merging_threads()
+    # Arrow IPC, uncompressed: memory-mapped by every search process, which reads only
+    # the rows of its hits (not 100k chunk texts into Python strings per process).
+    feather.write_feather(meta.reset_index(drop=True), tmp / CHUNKS_FILE, compression="uncompressed")
+    (tmp / "info.json").write_text(json.dumps({"format": INDEX_FORMAT, "chunks": len(meta)}))
+    heal.seal(tmp)  # every file's size and md5, checked whenever the index is opened
 
 
 def _schema() -> tantivy.Schema:

@@ -15,6 +15,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from ragspan.tasks.config import Settings, loader_version, state_dir
 from ragspan.tasks.errors import InputError
+from ragspan.tasks.io import heal
 from ragspan.tasks.io.load.chunks import _load_chunks
 from ragspan.tasks.io.load.corpus import load_corpus
 from ragspan.tasks.io.load.files import TABLE_SUFFIXES
@@ -72,29 +73,42 @@ def _input_keys(data_dir: Path, run: str | None, base_args: tuple, run_args: tup
     return base, whole
 
 
+STORE = "validated-inputs cache entry"  # as the warning names it
+
+
 def _cached(path: Path) -> Any:
+    """The value kept at `path`, or None: missing (in silence), or unreadable — a
+    checksum mismatch, a truncated file, a pickle of another pandas — which is moved
+    aside with one warning line, and the inputs are read from their files again."""
     try:
         with open(path, "rb") as f:
-            value = pickle.load(f)
-    except Exception:  # noqa: BLE001 — missing, truncated or from another pandas: read the files instead
+            value = pickle.loads(heal.unsealed(f.read()))
+    except FileNotFoundError:
+        return None
+    except Exception as exc:  # noqa: BLE001 — whatever the damage, the files are the truth
+        heal.heal(path, STORE, str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__,
+                  "reading and validating the input files again")
         return None
     os.utime(path)  # recently used: kept by the pruning in _keep
     return value
 
 
 def _keep(path: Path, value: Any) -> None:
+    """Written aside, then renamed: an entry appears whole or not at all. A failure (a
+    read-only state dir, a full disk) only costs the next load a full read."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         with open(tmp, "wb") as f:
-            pickle.dump(value, f, protocol=pickle.HIGHEST_PROTOCOL)
+            f.write(heal.sealed_bytes(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)))
         os.replace(tmp, path)
+        heal.remove_leftovers(path.parent, ".*.tmp")  # entries a kill interrupted
         level = path.name.split("-", 1)[0]
         kept = sorted(path.parent.glob(f"{level}-*.pickle"), key=lambda p: p.stat().st_mtime, reverse=True)
         for stale in kept[INPUT_CACHE_KEEP:]:
             stale.unlink(missing_ok=True)
-    except OSError:  # a read-only state dir only costs the next load a full read
-        pass
+    except OSError:
+        tmp.unlink(missing_ok=True)
 
 
 # How the last load_workspace of this process got its inputs (`ragspan evaluate --verbose`).
