@@ -8,6 +8,7 @@ deletes before a stage runs. Values the user already set win.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Self
 
@@ -61,10 +62,20 @@ class ApiWatch:
     a row it sets the client retries to 0 in the settings the run uses (later calls fail
     at once) and, when `quiet`, silences Prefect's and ragspan's loggers (the command says
     what happened in one line). When the run ends, `drop_backlog` discards what the
-    workers still hold."""
+    workers still hold.
 
-    def __init__(self, api_url: str, quiet: bool = True, interval: float = 2.0, misses: int = 2) -> None:
+    A server that accepts connections and never answers (stopped, hung) is worse: every
+    call already sent waits out its whole request timeout, one after another (measured:
+    143 s after the results were written). So once the API is dead and `finished()` says
+    the results are written, the run is given `grace` seconds to end; past that, the
+    watch says so (`on_abandon`), flushes the output and ends the process with exit 0 —
+    the results are complete; only Prefect's record of the run is not."""
+
+    def __init__(self, api_url: str, quiet: bool = True, interval: float = 2.0, misses: int = 2,
+                 finished: Callable[[], bool] | None = None, grace: float = 10.0,
+                 on_abandon: Callable[[], None] | None = None) -> None:
         self.url, self.quiet, self.interval, self.misses = api_url, quiet, interval, misses
+        self.finished, self.grace, self.on_abandon = finished, grace, on_abandon
         self.dead = False
         self._stop = None
         self._settings: list = []
@@ -94,10 +105,27 @@ class ApiWatch:
     def _watch(self) -> None:
         missed = 0
         while not self._stop.wait(self.interval):
-            missed = 0 if api_answers(self.url) else missed + 1
-            if missed >= self.misses:
-                self._mark_dead()
+            if not self.dead:
+                missed = 0 if api_answers(self.url) else missed + 1
+                if missed >= self.misses:
+                    self._mark_dead()
+                continue
+            if self.finished is None:
                 return
+            if self.finished():
+                if self._stop.wait(self.grace):
+                    return  # the run ended on its own
+                self._abandon()
+
+    def _abandon(self) -> None:
+        """End a run whose results are written but which waits on a dead API."""
+        import sys
+
+        if self.on_abandon is not None:
+            self.on_abandon()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
     def _mark_dead(self) -> None:
         self.dead = True

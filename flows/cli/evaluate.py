@@ -163,7 +163,19 @@ def _run_flow(args, settings, ws, data: str, run: str, out: str, overrides: dict
     with progress.activate(reporter), verbose.step_timings(), verbose.timed("the evaluate flow"):
         reporter.start(run, len(ws.answers), -(-len(ws.answers) // shard_size))
         runner = task_runner(args.task_runner, settings.pipeline.shard_concurrency, args.dask_address)
-        with without_heartbeat(), (ApiWatch(api_url, not args.verbose) if api_url else contextlib.nullcontext()) as watch:
+        written = Path(out) / "metrics.json"
+        started = time.time()
+
+        def finished() -> bool:  # this run's results are in place (written whole, renamed)
+            return written.is_file() and written.stat().st_mtime >= started
+
+        def abandon() -> None:
+            print(f"warning: the Prefect API at {api_url} stopped answering during the run; results "
+                  f"written to {out}/; not waiting for the API (the Prefect UI lacks part of this run)",
+                  file=sys.stderr, flush=True)
+
+        watching = ApiWatch(api_url, not args.verbose, finished=finished, on_abandon=abandon) if api_url else None
+        with without_heartbeat(), (watching or contextlib.nullcontext()) as watch:
             try:
                 metrics = evaluate.with_options(task_runner=runner)(
                     data_dir=data, run=run, out_dir=out, params_path=params_path(args.params),
