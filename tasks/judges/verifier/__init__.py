@@ -156,8 +156,18 @@ class Verifier:
         if pending:
             X = np.asarray([[feats[c] for c in self._columns] for _i, _j, feats, *_ in pending], dtype=np.float64)
             P = self.model.matrix(X)
-            for (i, j, feats, r, passage, prof, asked), ps in zip(pending, P[:, 0].tolist(), strict=True):
-                out[i][j] = self._row(ps, feats, r, passage, prof, asked)
+            decisions = [decide(ps, feats, self.rules) for (_i, _j, feats, *_), ps in zip(pending, P[:, 0].tolist(),
+                                                                                          strict=True)]
+            # Of a claim's `unsupported` pairs only the most probable one is marked: the one
+            # a hallucination's answer spans come from (steps/diagnose.py closest_marks).
+            # Marking them all cost a fifth of the cold time at 100k chunks.
+            closest: dict[int, tuple[float, int]] = {}
+            for k, ((i, *_), d) in enumerate(zip(pending, decisions, strict=True)):
+                if d.verdict == "unsupported" and pending[k][3].quote_start is not None:
+                    closest[i] = max(closest.get(i, (-1.0, -1)), (d.support, -k))
+            marked = {-k for _, k in closest.values()}
+            for k, ((i, j, feats, r, passage, prof, asked), d) in enumerate(zip(pending, decisions, strict=True)):
+                out[i][j] = self._row(d, feats, r, passage, prof, asked, k in marked)
         return out  # type: ignore[return-value]
 
     @lru_cache(maxsize=1)  # noqa: B019 — one verifier per model file lives for the process
@@ -166,17 +176,20 @@ class Verifier:
         return ("unsupported", round(1 - ps, 6), round(ps, 6), None, None,
                 f"P(supported) {ps:.2f}: the passage holds less than {self.model.bound:.0%} of the claim's words", ())
 
-    def _row(self, ps: float, f: list[float], r: PairResult, passage: str, profile: Claim,
-             asked: tuple[str, str, bool]) -> Row:
-        """One pair's row; `asked` is (the claim as written, its question, whole answer)."""
+    def _row(self, d: Decision, f: list[float], r: PairResult, passage: str, profile: Claim,
+             asked: tuple[str, str, bool], mark_unsupported: bool = True) -> Row:
+        """One pair's row; `asked` is (the claim as written, its question, whole answer).
+        `mark_unsupported`: an `unsupported` verdict gets marks too (the claim's most
+        probable unsupported pair)."""
         qs, qe = r.quote_start, r.quote_end
-        d = decide(ps, f, self.rules)
         reason = _reason(d, f, _missing_words(profile, passage, qs, qe))
-        # Marks wherever the passage was segmented (a window exists), `unsupported` verdicts
-        # included: which words a passage about the claim lacks is what a reader of an
-        # unsupported verdict asks next (WiCE: 46 % of partly supported claims are judged
-        # unsupported against their evidence). Short-circuited pairs have none.
-        marks = claim_marks(*asked, profile, passage, r, d.conflicts) if qs is not None else ()
+        # Marks wherever the passage was segmented (a window exists), the most probable
+        # `unsupported` verdict of the claim included: which words a passage about the claim
+        # lacks is what a reader of an unsupported verdict asks next (WiCE: 46 % of partly
+        # supported claims are judged unsupported against their evidence). Short-circuited
+        # pairs have none.
+        wanted = qs is not None and (d.verdict != "unsupported" or mark_unsupported)
+        marks = claim_marks(*asked, profile, passage, r, d.conflicts) if wanted else ()
         if d.verdict == "unsupported" or qs is None or qe is None:
             return ("unsupported", round(1 - d.support, 6), round(d.support, 6), None, None, reason, marks)
         confidence = d.support if d.verdict == "supported" else 1 - d.support
