@@ -7,7 +7,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from ragspan.tasks.io.imports import FORMATS  # a constant: nothing heavy is imported
+# constants: nothing heavy is imported
+from ragspan.tasks.io.imports import DEFAULT_ID_KEYS, FORMATS
 
 _SHOWN = 20  # unlocated contexts printed; the report lists all
 
@@ -21,7 +22,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         from ragspan.tasks.errors import UsageError
 
         raise UsageError("--map is for the mapping format only")
-    report = import_workspace(args.format, args.file, args.corpus, args.out, args.run, mapping)
+    report = import_workspace(args.format, args.file, args.corpus, args.out, args.run, mapping, args.doc_id_key)
     if args.json:
         print(json.dumps(report, ensure_ascii=False))
         return 0
@@ -29,6 +30,8 @@ def cmd_import(args: argparse.Namespace) -> int:
           f"(run {report['run']!r}, {report['documents']} documents)")
     print(f"  contexts located: {report['located_exact']} exact, {report['located_whitespace_loose']} "
           f"whitespace-loose; not located: {report['not_located']}")
+    if report["located_by"]:
+        print("  located by: " + ", ".join(f"{via} {n}" for via, n in report["located_by"].items()))
     for item in report["not_located_contexts"][:_SHOWN]:
         print(f"  not located: {item['source']} (question {item['question_id']}), rank {item['rank']}: "
               f"{item['reason']}: {item['text']!r}")
@@ -60,5 +63,9 @@ def register(subparsers) -> None:
     p.add_argument("--map", nargs="+", default=[], metavar="FIELD=COLUMN",
                    help="mapping format: question=COL answer=COL contexts=COL, optional question_id=, "
                         "reference=, doc_ids=, scores=")
+    p.add_argument("--doc-id-key", metavar="KEY",
+                   help="openinference: the document metadata key holding the corpus doc_id, used when a "
+                        "document has no document.id the corpus knows (default: tried in order: "
+                        f"{', '.join(DEFAULT_ID_KEYS)})")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
     p.set_defaults(func=cmd_import)

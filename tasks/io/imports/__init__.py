@@ -16,3 +16,9 @@ that could not be mapped; `workspace.write_workspace` writes them as a data dire
 from __future__ import annotations
 
 FORMATS = ("ragas", "openinference", "mapping")
+
+# Document metadata keys that name a corpus document, tried in this order when the user
+# names none (`--doc-id-key`): ids first, then the paths LangChain's loaders (`source`) and
+# LlamaIndex's readers (`file_path`, `file_name`) record. Here, not in openinference.py, so
+# the command's help shows it without importing the parser.
+DEFAULT_ID_KEYS = ("doc_id", "document_id", "id", "source", "file_path", "file_name")

@@ -79,7 +79,8 @@ def parse(path: Path, mapping: dict[str, str]) -> Parsed:
         if answer is None or not answer.strip():
             out.skipped.append(Skipped(f"row {row}", f"no answer in column {mapping['answer']!r}"))
             continue
-        contexts = tuple(Context(text=t, doc_id=ids[j] if ids else None, score=scores[j] if scores else None)
+        contexts = tuple(Context(text=t, ids=(("doc_ids", ids[j]),) if ids and ids[j] is not None else (),
+                                 score=scores[j] if scores else None)
                          for j, t in enumerate(texts))
         out.records.append(Imported(question_id=qid, question=question, answer=answer, contexts=contexts,
                                     reference=reference, source=f"row {row}"))

@@ -18,7 +18,9 @@ class Context:
     """One retrieved passage as the source gives it."""
 
     text: str
-    doc_id: str | None = None  # the source's id for it: used when the corpus knows it
+    # The ids the source gives for its document, most trusted first, each with where it was
+    # read (`document.id`, `document.metadata.source`, …): the first the corpus knows is used.
+    ids: tuple[tuple[str, str], ...] = ()
     score: float | None = None
 
 
@@ -60,32 +62,38 @@ class Built:
     report: dict[str, Any]
 
 
+BY_TEXT = "text"  # how a context with no id the corpus knows was located
+
+
 def build(parsed: Parsed, doc_ids: list[str], texts: list[str]) -> Built:
     """Questions rows, run records (each context as doc_id + offsets, located in the
-    corpus) and the report: every context not found is listed, with its answer and rank."""
+    corpus) and the report: every context not found is listed, with its answer and rank,
+    and how each context was located (`located_by`: the id's source field, or text)."""
     index = CorpusTextIndex(doc_ids, texts)
     by_id = dict(zip(doc_ids, texts, strict=True))
     questions, runs, unlocated, notes = [], [], [], list(parsed.notes)
     counts = Counter[str]()
+    located_by = Counter[str]()
     for rec in parsed.records:
         items = []
         for rank, ctx in enumerate(rec.contexts, 1):
-            known = ctx.doc_id if ctx.doc_id in by_id else None
+            known, via = corpus_id(ctx.ids, by_id)
             hit = index.locate(ctx.text, known)
             counts["contexts"] += 1
             if hit is None:
                 counts["not_found"] += 1
                 unlocated.append({
                     "question_id": rec.question_id, "source": rec.source, "rank": rank,
-                    "doc_id": ctx.doc_id, "chars": len(ctx.text),
+                    "doc_id": known or (ctx.ids[0][1] if ctx.ids else None), "chars": len(ctx.text),
                     "text": ctx.text if len(ctx.text) <= _PREVIEW else ctx.text[:_PREVIEW] + "…",
                     "reason": ("blank text" if not ctx.text.strip() else
-                               f"not in document {known!r}" if known else "not found in the corpus"),
+                               f"not in document {known!r} (from {via})" if known else "not found in the corpus"),
                 })
                 continue
             doc, start, end = hit
             counts["exact" if by_id[doc][start:end] == ctx.text else "whitespace_loose"] += 1
-            if ctx.doc_id is not None and known is None:
+            located_by[via] += 1
+            if ctx.ids and known is None:
                 counts["doc_id_not_in_corpus"] += 1
             item: dict[str, Any] = {"doc_id": doc, "char_start": start, "char_end": end}
             if ctx.score is not None:
@@ -99,7 +107,7 @@ def build(parsed: Parsed, doc_ids: list[str], texts: list[str]) -> Built:
         runs.append({"question_id": rec.question_id, "answer": rec.answer, "retrieved": items,
                      "context_k": len(items)})
     if counts["doc_id_not_in_corpus"]:
-        notes.append(f"{counts['doc_id_not_in_corpus']} context(s) carried a document id the corpus does not "
+        notes.append(f"{counts['doc_id_not_in_corpus']} context(s) carried document ids the corpus does not "
                      "have: they were located by their text alone")
     if any("reference_answer" in q for q in questions):
         for q in questions:
@@ -110,6 +118,7 @@ def build(parsed: Parsed, doc_ids: list[str], texts: list[str]) -> Built:
         "located_exact": counts["exact"],
         "located_whitespace_loose": counts["whitespace_loose"],
         "not_located": counts["not_found"],
+        "located_by": dict(located_by.most_common()),
         "answers_without_any_located_context": sum(1 for r in runs if not r["retrieved"]),
         "skipped": [{"source": s.source, "reason": s.reason} for s in parsed.skipped],
         "not_located_contexts": unlocated,
@@ -117,3 +126,19 @@ def build(parsed: Parsed, doc_ids: list[str], texts: list[str]) -> Built:
         "notes": notes,
     }
     return Built(questions, runs, report)
+
+
+def corpus_id(ids: tuple[tuple[str, str], ...], by_id: dict[str, str]) -> tuple[str | None, str]:
+    """(the corpus document the first known id names, where that id was read), else
+    (None, "text"). An id that is a path ending in a corpus id (`/home/me/docs/faq/a.md`
+    for `faq/a.md`, as LlamaIndex's `file_path` and LangChain's `source` hold) names it too."""
+    for via, value in ids:
+        if value in by_id:
+            return value, via
+        parts = value.replace("\\", "/").split("/")
+        for i in range(1, len(parts)):
+            doc = "/".join(parts[i:])
+            if doc in by_id:
+                return doc, via
+    return None, BY_TEXT
+

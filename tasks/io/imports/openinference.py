@@ -1,87 +1,90 @@
 """OpenInference traces → Imported records, one per trace.
 
-Input: JSONL, one span per line, in the span shape of the OpenInference spec
-(`spec/traces.md`: `name`, `context.trace_id`, `context.span_id`, `parent_id`,
-`span_kind`, `start_time`, `attributes`; names as in openinference-semantic-conventions
-0.1.42), which is also what Phoenix's span export returns; attributes flat (`"retrieval.documents.0.document.content"`), as lists of flat
-objects (`"retrieval.documents": [{"document.content": …}]`) or nested
-(`{"retrieval": {"documents": [{"document": {"content": …}}]}}`). A line may also be an
-OTLP/JSON export request (`{"resourceSpans": …}`, as the OpenTelemetry collector's file
-exporter writes), where the span kind is the `openinference.span.kind` attribute.
+Input: the spans of a trace export in any layout an exporter writes (json_objects.py: one
+object a line, objects one after another, pretty or not, a JSON array), each a span in the
+OpenInference shape or an OTLP/JSON export request (spans.py); names as in
+openinference-semantic-conventions 0.1.42.
 
 Per trace (spans grouped by trace id, nested at any depth):
 
     question   the root span's `input.value` (a JSON input: its query/question/input key)
     answer     the last LLM span's output: its last `llm.output_messages.N.message.content`,
                else `output.value` (a JSON output: choices[0].message.content)
-    retrieved  every RETRIEVER span's `retrieval.documents` in order (id, content, score)
+    retrieved  every RETRIEVER span's `retrieval.documents` in order (content, score); the
+               document's ids to look in: `document.id`, then `document.metadata.KEY` for
+               each KEY of `doc_id_keys` (DEFAULT_ID_KEYS unless the user names one)
 
-A trace without a retriever span or without an LLM output is skipped and listed.
+A trace without an LLM output is skipped and listed; traces without a retriever (an LLM
+call instrumented twice arrives as a trace of its own) are counted in one note. Every
+attribute ragspan does not read is counted in `fields_not_mapped`.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from ragspan.tasks.errors import InputError
-from ragspan.tasks.io.imports import values
+from ragspan.tasks.io.imports import DEFAULT_ID_KEYS, values
+from ragspan.tasks.io.imports.json_objects import read_objects
 from ragspan.tasks.io.imports.model import Context, Imported, Parsed, Skipped
-from ragspan.tasks.io.load.files import _decode, _jsonl_records
+from ragspan.tasks.io.imports.spans import Span, spans_of
 
-_DOC = re.compile(r"^retrieval\.documents\.(\d+)\.document\.(id|content|score)$")
+_DOC = re.compile(r"^retrieval\.documents\.(\d+)\.document\.(id|content|score|metadata)(?:\.(.+))?$")
 _OUT_MSG = re.compile(r"^llm\.output_messages\.(\d+)\.message\.(role|content)$")
 _QUESTION_KEYS = ("question", "query", "user_input", "input", "text")
+# The attributes ragspan reads (list indices as N), by the span's part in the trace;
+# document metadata keys are judged one by one (_unread).
+_READ = {
+    "any": re.compile(r"^openinference\.span\.kind$"),
+    "root": re.compile(r"^input\.(value|mime_type)$"),
+    "LLM": re.compile(r"^(output\.(value|mime_type)|llm\.output_messages\.N\.message\.(role|content))$"),
+    "RETRIEVER": re.compile(r"^(input\.value|retrieval\.documents\.N\.document\.(id|content|score|metadata))$"),
+}
+_INDEX = re.compile(r"(?<=\.)\d+(?=\.|$)")
 
 
-@dataclass(frozen=True)
-class Span:
-    line: int
-    trace_id: str
-    span_id: str
-    parent_id: str | None
-    kind: str
-    start: Any
-    end: Any
-    attributes: dict[str, Any]  # flat: "a.b.0.c" keys
-
-
-def parse(path: Path) -> Parsed:
+def parse(path: Path, doc_id_keys: tuple[str, ...] = DEFAULT_ID_KEYS) -> Parsed:
     path = Path(path)
     try:
         raw = path.read_bytes()
     except OSError as exc:
         raise InputError(path, None, None, f"cannot read file: {exc.strerror or exc}") from None
-    if path.suffix.lower() not in (".jsonl", ".json"):
-        raise InputError(path, None, None, f"unsupported file type '{path.suffix}' (OpenInference spans: .jsonl)")
-    records, lines = _jsonl_records(path, _decode(path, raw, 0))
     traces: dict[str, list[Span]] = {}
-    for line, rec in zip(lines, records, strict=True):
-        for span in _spans_of(path, line, rec):
+    for line, rec in read_objects(path, raw):
+        for span in spans_of(path, line, rec):
             traces.setdefault(span.trace_id, []).append(span)
     if not traces:
         raise InputError(path, None, None, "no spans")
     out = Parsed(records=[])
+    lonely_llms = 0
     for trace_id, spans in traces.items():
-        _trace(path, trace_id, spans, out)
+        lonely_llms += _trace(path, trace_id, spans, doc_id_keys, out)
+        root = _root(spans)
+        for span in spans:
+            out.unmapped.update(_unread(span, span is root, doc_id_keys))
+    if lonely_llms:
+        out.notes.append(f"LLM spans without a retriever in the same trace: {lonely_llms}")
     return out
 
 
-def _trace(path: Path, trace_id: str, spans: list[Span], out: Parsed) -> None:
+def _trace(path: Path, trace_id: str, spans: list[Span], keys: tuple[str, ...], out: Parsed) -> int:
+    """Adds the trace's record (or why it was skipped) to `out`; returns the number of LLM
+    spans in it when it has no retriever (not listed one by one: see the module doc)."""
     where = f"trace {trace_id}"
-    ids = {s.span_id for s in spans}
-    roots = [s for s in spans if not s.parent_id or s.parent_id not in ids]
-    root = min(roots or spans, key=_order)
+    root = _root(spans)
     retrievers = sorted((s for s in spans if s.kind == "RETRIEVER"), key=_order)
     llms = sorted((s for s in spans if s.kind == "LLM"), key=lambda s: (_key(s.end), _order(s)))
-    contexts = [c for r in retrievers for c in _documents(path, r)]  # bad documents are errors, skipped or not
+    # Bad documents are errors whether the trace is kept or not.
+    documents = [(r, _documents(path, r, keys)) for r in retrievers]
     if not retrievers:
-        out.skipped.append(Skipped(where, "no RETRIEVER span: nothing retrieved to judge against"))
-        return
+        if llms:
+            return len(llms)
+        out.skipped.append(Skipped(where, "no RETRIEVER and no LLM span: nothing to evaluate"))
+        return 0
     answer = None
     for llm in reversed(llms):
         answer = _answer(llm)
@@ -90,41 +93,88 @@ def _trace(path: Path, trace_id: str, spans: list[Span], out: Parsed) -> None:
     if not answer:
         out.skipped.append(Skipped(where, "no LLM span with an output: no answer" if not llms else
                                    "the LLM spans have no output text: no answer"))
-        return
+        return 0
     question = _question(root)
     if question is None:
         question = _text(retrievers[0].attributes.get("input.value")) or ""
         out.notes.append(f"{where}: the root span has no text input; the question is the retriever's query")
-    if len(retrievers) > 1:
-        out.notes.append(f"{where}: {len(retrievers)} RETRIEVER spans; their documents are ranked one after another")
-    for s in spans:
-        if s.kind == "RERANKER":
-            out.unmapped["reranker.output_documents"] += 1
+    # A retriever nested in another often carries the documents alone: only retrievers
+    # that carried documents are ranked, and a note is due only when two or more did.
+    carrying = [docs for _, docs in documents if docs]
+    if len(carrying) > 1:
+        out.notes.append(f"{where}: {len(carrying)} RETRIEVER spans carried documents; they are ranked "
+                         "one after another")
     out.records.append(Imported(question_id=trace_id, question=question, answer=answer,
-                                contexts=tuple(contexts), source=where))
+                                contexts=tuple(c for docs in carrying for c in docs), source=where))
+    return 0
 
 
-def _documents(path: Path, span: Span) -> list[Context]:
+def _root(spans: list[Span]) -> Span:
+    """The earliest span whose parent is not in the trace."""
+    ids = {s.span_id for s in spans}
+    roots = [s for s in spans if not s.parent_id or s.parent_id not in ids]
+    return min(roots or spans, key=_order)
+
+
+def _documents(path: Path, span: Span, keys: tuple[str, ...]) -> list[Context]:
     docs: dict[int, dict[str, Any]] = {}
     for key, value in span.attributes.items():
         m = _DOC.match(key)
         if m:
-            docs.setdefault(int(m.group(1)), {})[m.group(2)] = (key, value)
+            i, name, sub = int(m.group(1)), m.group(2), m.group(3)
+            if sub is None:
+                docs.setdefault(i, {})[name] = value
+            elif name == "metadata":  # metadata given as an object, flattened
+                docs.setdefault(i, {}).setdefault("metadata_keys", {})[sub] = value
     out = []
     for i in sorted(docs):
         d = docs[i]
-        field = "attributes.retrieval.documents.%d.document.%s"
-        content = d.get("content", ("", None))[1]
-        text = values.text(path, span.line, field % (i, "content"), content, optional=True) or ""
-        doc_id = None
-        if "id" in d and d["id"][1] is not None:
-            raw_id = d["id"][1]
-            if isinstance(raw_id, bool) or not isinstance(raw_id, str | int):
-                raise InputError(path, span.line, field % (i, "id"), "expected a string or an integer")
-            doc_id = str(raw_id)
-        score = values.score(path, span.line, field % (i, "score"), d["score"][1]) if "score" in d else None
-        out.append(Context(text=text, doc_id=doc_id, score=score))
+        field = f"attributes.retrieval.documents.{i}.document.%s"
+        text = values.text(path, span.line, field % "content", d.get("content"), optional=True) or ""
+        found: list[tuple[str, str]] = []
+        if d.get("id") is not None:
+            found.append(("document.id", _id(path, span.line, field % "id", d["id"])))
+        metadata = {**_metadata(d.get("metadata")), **d.get("metadata_keys", {})}
+        for key in keys:
+            value = metadata.get(key)
+            if isinstance(value, str | int) and not isinstance(value, bool) and str(value).strip():
+                found.append((f"document.metadata.{key}", str(value)))
+        score = values.score(path, span.line, field % "score", d["score"]) if "score" in d else None
+        out.append(Context(text=text, ids=tuple(found), score=score))
     return out
+
+
+def _metadata(value: Any) -> dict[str, Any]:
+    """OpenInference writes a document's metadata as a JSON string; an object is taken too."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _id(path: Path, line: int, field: str, value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise InputError(path, line, field, "expected a string or an integer")
+    return str(value)
+
+
+def _unread(span: Span, is_root: bool, keys: tuple[str, ...]) -> Counter[str]:
+    """The span's attributes ragspan does not read, list indices as N, each counted once;
+    of the documents' metadata, the keys other than the id keys tried."""
+    read = [_READ["any"], *([_READ["root"]] if is_root else []), *([_READ[span.kind]] if span.kind in _READ else [])]
+    names = set()
+    for key, value in span.attributes.items():
+        name = _INDEX.sub("N", key)
+        m = _DOC.match(key)
+        if m and m.group(2) == "metadata":
+            sub = [m.group(3)] if m.group(3) else list(_metadata(value))
+            names.update(f"retrieval.documents.N.document.metadata.{k}" for k in sub
+                         if k.split(".")[0] not in keys)
+        elif not any(r.match(name) for r in read):
+            names.add(name)
+    return Counter(names)
 
 
 def _answer(span: Span) -> str | None:
@@ -178,82 +228,3 @@ def _key(v: Any) -> tuple:
     if v is None:
         return (0, "")
     return (1, f"{int(v):024d}") if isinstance(v, int | float) or (isinstance(v, str) and v.isdigit()) else (1, str(v))
-
-
-# -- reading spans --------------------------------------------------------------------------
-
-
-def _spans_of(path: Path, line: int, rec: dict) -> Iterator[Span]:
-    if "resourceSpans" in rec:
-        for rs in _list(path, line, "resourceSpans", rec["resourceSpans"]):
-            for ss in _list(path, line, "scopeSpans", (rs or {}).get("scopeSpans", [])):
-                for sp in _list(path, line, "spans", (ss or {}).get("spans", [])):
-                    yield _otlp_span(path, line, sp)
-        return
-    flat = flatten(rec)
-    attrs = {k[len("attributes."):]: v for k, v in flat.items() if k.startswith("attributes.")}
-    trace_id = _first(flat, "context.trace_id", "trace_id", "traceId")
-    span_id = _first(flat, "context.span_id", "span_id", "spanId")
-    if not isinstance(trace_id, str) or not trace_id:
-        raise InputError(path, line, "context.trace_id", "missing: not an OpenInference span (no trace id)")
-    if not isinstance(span_id, str) or not span_id:
-        raise InputError(path, line, "context.span_id", "missing: not an OpenInference span (no span id)")
-    parent = _first(flat, "parent_id", "parent_span_id", "parentSpanId")
-    kind = _first(flat, "span_kind") or attrs.get("openinference.span.kind") or ""
-    yield Span(line, trace_id, span_id, parent if isinstance(parent, str) and parent else None,
-               str(kind).upper(), _first(flat, "start_time"), _first(flat, "end_time"), attrs)
-
-
-def _otlp_span(path: Path, line: int, sp: Any) -> Span:
-    if not isinstance(sp, dict) or not sp.get("traceId") or not sp.get("spanId"):
-        raise InputError(path, line, "resourceSpans[].scopeSpans[].spans[].traceId",
-                         "missing: an OTLP span needs traceId and spanId")
-    attrs = flatten({kv.get("key", ""): _otlp_value(kv.get("value") or {})
-                     for kv in sp.get("attributes") or [] if isinstance(kv, dict)})
-    return Span(line, str(sp["traceId"]), str(sp["spanId"]), sp.get("parentSpanId") or None,
-                str(attrs.get("openinference.span.kind", "")).upper(), sp.get("startTimeUnixNano"),
-                sp.get("endTimeUnixNano"), attrs)
-
-
-def _otlp_value(v: dict) -> Any:
-    if "stringValue" in v:
-        return v["stringValue"]
-    if "intValue" in v:
-        return int(v["intValue"])
-    if "doubleValue" in v:
-        return float(v["doubleValue"])
-    if "boolValue" in v:
-        return bool(v["boolValue"])
-    if "arrayValue" in v:
-        return [_otlp_value(x) for x in (v["arrayValue"] or {}).get("values", [])]
-    if "kvlistValue" in v:
-        return {kv["key"]: _otlp_value(kv.get("value") or {}) for kv in (v["kvlistValue"] or {}).get("values", [])}
-    return None
-
-
-def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
-    """Nested objects and lists of objects as flat dotted keys (`a.b.0.c`); lists of plain
-    values stay lists."""
-    out: dict[str, Any] = {}
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            out.update(flatten(v, f"{prefix}{k}."))
-    elif isinstance(obj, list) and any(isinstance(x, dict | list) for x in obj):
-        for i, v in enumerate(obj):
-            out.update(flatten(v, f"{prefix}{i}."))
-    else:
-        out[prefix[:-1]] = obj
-    return out
-
-
-def _first(flat: dict[str, Any], *keys: str) -> Any:
-    for k in keys:
-        if flat.get(k) is not None:
-            return flat[k]
-    return None
-
-
-def _list(path: Path, line: int, name: str, v: Any) -> list:
-    if not isinstance(v, list):
-        raise InputError(path, line, name, "expected a list")
-    return v

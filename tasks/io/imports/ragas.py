@@ -60,5 +60,9 @@ def parse(path: Path) -> Parsed:
             out.notes.append(f"row {row}: no retrieved_contexts (evaluated against nothing retrieved)")
         out.records.append(Imported(
             question_id=qid, question=question, answer=answer, reference=reference, source=f"row {row}",
-            contexts=tuple(Context(text=c, doc_id=ids[j] if ids else None) for j, c in enumerate(contexts or ()))))
+            contexts=tuple(Context(text=c, ids=_ids(ids[j] if ids else None)) for j, c in enumerate(contexts or ()))))
     return out
+
+
+def _ids(doc_id: str | None) -> tuple[tuple[str, str], ...]:
+    return (("retrieved_context_ids", doc_id),) if doc_id is not None else ()

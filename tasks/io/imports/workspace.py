@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ragspan.tasks.errors import InputError, UsageError
-from ragspan.tasks.io.imports import FORMATS
+from ragspan.tasks.io.imports import DEFAULT_ID_KEYS, FORMATS
 from ragspan.tasks.io.imports.model import Parsed, build
 from ragspan.tasks.io.load.files import CORPUS_FILE_SUFFIXES, TABLE_SUFFIXES, find_table
 from ragspan.tasks.io.outputs import write_atomic_dir
@@ -20,8 +20,12 @@ from ragspan.tasks.io.outputs import write_atomic_dir
 REPORT_FILE = "import-report.json"
 
 
-def read_source(fmt: str, path: Path, mapping: dict[str, str] | None = None) -> Parsed:
-    """The records of FILE in format `fmt` (pure parsing; InputError on bad input)."""
+def read_source(fmt: str, path: Path, mapping: dict[str, str] | None = None,
+                doc_id_key: str | None = None) -> Parsed:
+    """The records of FILE in format `fmt` (pure parsing; InputError on bad input).
+    `doc_id_key`: the document metadata key naming the corpus document (openinference)."""
+    if doc_id_key is not None and fmt != "openinference":
+        raise UsageError("--doc-id-key is for the openinference format only")
     if not Path(path).is_file():
         raise InputError(path, None, None, "file not found")
     if fmt == "ragas":
@@ -31,7 +35,7 @@ def read_source(fmt: str, path: Path, mapping: dict[str, str] | None = None) -> 
     if fmt == "openinference":
         from ragspan.tasks.io.imports import openinference
 
-        return openinference.parse(path)
+        return openinference.parse(path, (doc_id_key,) if doc_id_key else DEFAULT_ID_KEYS)
     if fmt == "mapping":
         from ragspan.tasks.io.imports import mapping as table
 
@@ -47,7 +51,7 @@ def default_run_name(path: Path) -> str:
 
 
 def import_workspace(fmt: str, source: Path, corpus: Path, out: Path, run: str | None = None,
-                     mapping: dict[str, str] | None = None) -> dict[str, Any]:
+                     mapping: dict[str, str] | None = None, doc_id_key: str | None = None) -> dict[str, Any]:
     """Write the data directory `out` (corpus, questions, runs/<run>.jsonl and the report)
     and return the report. `out` must not exist or be empty."""
     from ragspan.tasks.io.load import load_corpus
@@ -58,7 +62,7 @@ def import_workspace(fmt: str, source: Path, corpus: Path, out: Path, run: str |
         raise UsageError(f"invalid run name {run!r}")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UsageError(f"{out} already exists and is not empty: choose another --out or remove it")
-    parsed = read_source(fmt, source, mapping)  # bad input stops here, before anything is written
+    parsed = read_source(fmt, source, mapping, doc_id_key)  # bad input stops here, before anything is written
     if not parsed.records:
         raise InputError(source, None, None, "nothing to import: " + (
             "; ".join(f"{s.source}: {s.reason}" for s in parsed.skipped[:5]) or "no records"))
