@@ -168,8 +168,8 @@ BAD = {  # file name, content, error words (file, row, field)
                          "r.jsonl: row 1, field 'user_input': a multi-turn sample"),
     "ragas-csv-bad-list": ("r.csv", "user_input,response,retrieved_contexts\nq,a,['x'\n",
                            "r.csv: row 1, field 'retrieved_contexts': expected a list"),
-    "spans-not-json": ("s.jsonl", '{"name": "x"\n', "s.jsonl: row 1: not valid JSON at line 2, column 1 (Expecting ',' delimiter); "
-                       "accepted: one JSON object a line"),
+    "spans-not-json": ("s.jsonl", '{"name": "x"\n', ("s.jsonl: row 1: not valid JSON at line 2, column 1 (Expecting ',' delimiter); "
+                        "accepted: one JSON object a line")),
     "spans-no-trace": ("s.jsonl", '{"name": "x", "context": {"span_id": "a"}}\n',
                        "s.jsonl: row 1, field 'context.trace_id': missing"),
     "spans-bad-score": ("s.jsonl", json.dumps({"context": {"trace_id": "t", "span_id": "r"}, "span_kind": "RETRIEVER",

@@ -27,7 +27,10 @@ def _judge_overrides(args: argparse.Namespace) -> dict[str, str]:
 
 def choose_run(data: str, given: str | None, settings: Settings, params_file: str | None) -> str:
     """--run; else the first of data.runs when a params file lists them (a DVC workspace);
-    else the data directory's only run file; else an error listing the runs there."""
+    else the data directory's only run file; else an error listing the runs there. A params
+    file of another workspace (its data.dir is not DATA) never picks a run silently: DATA's
+    own single run wins over a data.runs entry DATA does not hold, and a listed run chosen
+    among several is said on stderr."""
     from ragspan.tasks.errors import InputError, UsageError
     from ragspan.tasks.io.load import run_names
 
@@ -35,14 +38,35 @@ def choose_run(data: str, given: str | None, settings: Settings, params_file: st
         return given
     if not Path(data).is_dir():
         raise InputError(data, None, None, "data directory not found")
-    if params_file and "runs" in settings.data.model_fields_set and settings.data.runs:
-        return settings.data.runs[0]
+    listed = settings.data.runs if params_file and "runs" in settings.data.model_fields_set else []
+    own = Path(data).resolve() == Path(settings.data.dir).resolve()
+    if listed and own:
+        return listed[0]
     names = run_names(data)
-    if len(names) == 1:
-        return names[0]
+    run, note = run_of_another_workspace(names, listed, f"{params_file}'s data.runs", str(Path(data) / "runs"))
+    if note:
+        print(f"note: {note}", file=sys.stderr)
+    if run is not None:
+        return run
     if not names:
         raise UsageError(f"{Path(data) / 'runs'}: no run files (runs/<name>.jsonl): nothing to evaluate")
     raise UsageError(f"{Path(data) / 'runs'}: {len(names)} runs, choose one with --run: {', '.join(names)}")
+
+
+def run_of_another_workspace(names: list[str], listed: list[str], source: str,
+                             runs_dir: str) -> tuple[str | None, str | None]:
+    """(the run to evaluate, the note saying why) for a data directory holding `names`,
+    given the runs a params file of another workspace lists (`listed`, from `source`):
+    its only run; else the first listed run it holds; else none."""
+    if len(names) == 1:
+        passed_over = [r for r in listed if r != names[0]]
+        return names[0], (f"evaluating {names[0]}, the only run in {runs_dir}; {source} ({', '.join(listed)}) "
+                          "is another workspace's" if passed_over else None)
+    held = [r for r in listed if r in names]
+    if held:
+        return held[0], (f"evaluating {held[0]}, the first of {source} found among the {len(names)} runs in "
+                         f"{runs_dir}; --run NAME chooses another")
+    return None, None
 
 
 def _run_of(args: argparse.Namespace, settings: Settings) -> tuple[str, str]:
