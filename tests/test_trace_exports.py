@@ -148,6 +148,15 @@ def test_broken_input_names_file_position_and_the_forms_accepted(tmp_path, text,
     assert "\n" not in message and sorted(p.name for p in tmp_path.iterdir()) == ["spans.csv"]
 
 
+def test_a_file_of_llm_calls_alone_says_so_and_writes_nothing(tmp_path):
+    src = tmp_path / "llm.jsonl"
+    src.write_text(json.dumps({"context": {"trace_id": "0xaa", "span_id": "0x01"}, "parent_id": None,
+                               "attributes": {"openinference.span.kind": "LLM", "output.value": "hi"}}) + "\n")
+    with pytest.raises(InputError, match="nothing to import: LLM spans without a retriever in the same trace: 1"):
+        import_workspace("openinference", src, CORPUS, tmp_path / "ws")
+    assert [p.name for p in tmp_path.iterdir()] == ["llm.jsonl"]
+
+
 def test_ids_read_the_same_in_hex_0x_and_base64():
     raw = bytes(range(16))
     assert hex_id(raw.hex()) == hex_id("0x" + raw.hex().upper()) == hex_id(base64.b64encode(raw).decode()) \

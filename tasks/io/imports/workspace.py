@@ -64,8 +64,8 @@ def import_workspace(fmt: str, source: Path, corpus: Path, out: Path, run: str |
         raise UsageError(f"{out} already exists and is not empty: choose another --out or remove it")
     parsed = read_source(fmt, source, mapping, doc_id_key)  # bad input stops here, before anything is written
     if not parsed.records:
-        raise InputError(source, None, None, "nothing to import: " + (
-            "; ".join(f"{s.source}: {s.reason}" for s in parsed.skipped[:5]) or "no records"))
+        why = [f"{s.source}: {s.reason}" for s in parsed.skipped[:5]] + parsed.notes
+        raise InputError(source, None, None, "nothing to import: " + ("; ".join(why) or "no records"))
     state: dict[str, Any] = {}
 
     def questions(path: Path) -> None:  # the corpus copies are in place: place the contexts
