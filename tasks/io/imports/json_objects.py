@@ -35,24 +35,35 @@ def read_objects(path: Path, raw: bytes) -> list[tuple[int, dict]]:
     InputError naming the line and column, and the forms accepted, on anything else."""
     text = _decode(path, raw, 0)
     pos = _SPACE.match(text, 0).end()  # type: ignore[union-attr]  # matches the empty string
+    found: list[tuple[int, dict]] = []  # (position, object)
     if pos < len(text) and text[pos] == "[":
-        return _array(path, text, pos + 1)
-    out: list[tuple[int, dict]] = []
-    while pos < len(text):
-        obj, end = _one(path, text, pos)
-        out.append((_line(text, pos), obj))
-        pos = _SPACE.match(text, end).end()  # type: ignore[union-attr]
+        _array(path, text, pos + 1, found)
+    else:
+        while pos < len(text):
+            obj, end = _one(path, text, pos)
+            found.append((pos, obj))
+            pos = _SPACE.match(text, end).end()  # type: ignore[union-attr]
+    return _with_lines(text, found)
+
+
+def _with_lines(text: str, found: list[tuple[int, dict]]) -> list[tuple[int, dict]]:
+    """Positions → line numbers in one pass (counting from the start for each object
+    would be quadratic in a large export)."""
+    out, line, last = [], 1, 0
+    for pos, obj in found:
+        line += text.count("\n", last, pos)
+        last = pos
+        out.append((line, obj))
     return out
 
 
-def _array(path: Path, text: str, pos: int) -> list[tuple[int, dict]]:
-    out: list[tuple[int, dict]] = []
+def _array(path: Path, text: str, pos: int, out: list[tuple[int, dict]]) -> None:
     pos = _SPACE.match(text, pos).end()  # type: ignore[union-attr]
     if text.startswith("]", pos):
-        return out
+        return
     while True:
         obj, end = _one(path, text, pos)
-        out.append((_line(text, pos), obj))
+        out.append((pos, obj))
         pos = _SPACE.match(text, end).end()  # type: ignore[union-attr]
         if text.startswith(",", pos):
             pos = _SPACE.match(text, pos + 1).end()  # type: ignore[union-attr]
@@ -60,7 +71,7 @@ def _array(path: Path, text: str, pos: int) -> list[tuple[int, dict]]:
             rest = _SPACE.match(text, pos + 1).end()  # type: ignore[union-attr]
             if rest < len(text):
                 _fail(path, text, rest, rest, "text after the closing ']' of the array")
-            return out
+            return
         else:
             _fail(path, text, pos, pos, "expected ',' or ']' in the array")
 
