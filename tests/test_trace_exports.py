@@ -116,6 +116,18 @@ def test_an_imported_langchain_export_evaluates_to_the_scripted_mistakes(tmp_pat
     assert {label for text, label in by_text.items() if "text message" in text} == {"hallucination"}
 
 
+def test_the_command_says_how_contexts_were_located_and_doc_id_key_is_for_traces_only(tmp_path, capsys):
+    src = EXAMPLES / "langchain-otlp.json"
+    assert main(["import", "openinference", str(src), "--corpus", str(CORPUS), "--out", str(tmp_path / "a"),
+                 "--doc-id-key", "source"]) == 0
+    report = json.loads((tmp_path / "a" / "import-report.json").read_text())
+    assert f"located by: document.metadata.source {report['contexts']}" in capsys.readouterr().out
+    assert main(["import", "ragas", str(EXAMPLES / "ragas.jsonl"), "--corpus", str(CORPUS),
+                 "--out", str(tmp_path / "b"), "--doc-id-key", "source"]) == 2
+    assert "--doc-id-key is for the openinference format only" in capsys.readouterr().err
+    assert not (tmp_path / "b").exists()
+
+
 # -- the layouts, and broken input ------------------------------------------------------------
 
 
@@ -155,6 +167,16 @@ def test_a_file_of_llm_calls_alone_says_so_and_writes_nothing(tmp_path):
     with pytest.raises(InputError, match="nothing to import: LLM spans without a retriever in the same trace: 1"):
         import_workspace("openinference", src, CORPUS, tmp_path / "ws")
     assert [p.name for p in tmp_path.iterdir()] == ["llm.jsonl"]
+
+
+def test_an_otlp_span_without_ids_is_named_by_its_place_in_the_request(tmp_path):
+    request = {"resourceSpans": [{"scopeSpans": [{"spans": [
+        {"traceId": "AAECAwQFBgcICQoLDA0ODw==", "spanId": "AAECAwQFBgc="}, {"spanId": "AAECAwQFBgc="}]}]}]}
+    src = tmp_path / "req.json"
+    src.write_text("\n" + json.dumps(request, indent=2))
+    with pytest.raises(InputError, match=r"req.json: row 2, field 'resourceSpans\[0\]\.scopeSpans\[0\]\.spans\[1\]"
+                                         r"\.traceId': missing"):
+        import_workspace("openinference", src, CORPUS, tmp_path / "ws")
 
 
 def test_ids_read_the_same_in_hex_0x_and_base64():
