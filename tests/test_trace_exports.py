@@ -164,7 +164,11 @@ def test_a_file_of_llm_calls_alone_says_so_and_writes_nothing(tmp_path):
     src = tmp_path / "llm.jsonl"
     src.write_text(json.dumps({"context": {"trace_id": "0xaa", "span_id": "0x01"}, "parent_id": None,
                                "attributes": {"openinference.span.kind": "LLM", "output.value": "hi"}}) + "\n")
-    with pytest.raises(InputError, match="nothing to import: LLM spans without a retriever in the same trace: 1"):
+    with src.open("a") as f:  # and a trace of an index being built: an embedding span alone
+        f.write(json.dumps({"context": {"trace_id": "0xbb", "span_id": "0x02"}, "parent_id": None,
+                            "attributes": {"openinference.span.kind": "EMBEDDING"}}) + "\n")
+    with pytest.raises(InputError, match="nothing to import: LLM spans without a retriever in the same trace: 1; "
+                                         "traces with neither a retriever nor an LLM span: 1$"):
         import_workspace("openinference", src, CORPUS, tmp_path / "ws")
     assert [p.name for p in tmp_path.iterdir()] == ["llm.jsonl"]
 

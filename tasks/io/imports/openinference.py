@@ -15,7 +15,8 @@ Per trace (spans grouped by trace id, nested at any depth):
                each KEY of `doc_id_keys` (DEFAULT_ID_KEYS unless the user names one)
 
 A trace without an LLM output is skipped and listed; traces without a retriever (an LLM
-call instrumented twice arrives as a trace of its own) are counted in one note. Every
+call instrumented twice arrives as a trace of its own; an index being built) are counted
+in a note each kind, not listed. Every
 attribute ragspan does not read is counted in `fields_not_mapped`.
 """
 
@@ -60,31 +61,33 @@ def parse(path: Path, doc_id_keys: tuple[str, ...] = DEFAULT_ID_KEYS) -> Parsed:
     if not traces:
         raise InputError(path, None, None, "no spans")
     out = Parsed(records=[])
-    lonely_llms = 0
+    not_answers = Counter[str]()
     for trace_id, spans in traces.items():
-        lonely_llms += _trace(path, trace_id, spans, doc_id_keys, out)
+        _trace(path, trace_id, spans, doc_id_keys, out, not_answers)
         root = _root(spans)
         for span in spans:
             out.unmapped.update(_unread(span, span is root, doc_id_keys))
-    if lonely_llms:
-        out.notes.append(f"LLM spans without a retriever in the same trace: {lonely_llms}")
+    if not_answers["llm_spans"]:
+        out.notes.append(f"LLM spans without a retriever in the same trace: {not_answers['llm_spans']}")
+    if not_answers["traces"]:
+        out.notes.append(f"traces with neither a retriever nor an LLM span: {not_answers['traces']}")
     return out
 
 
-def _trace(path: Path, trace_id: str, spans: list[Span], keys: tuple[str, ...], out: Parsed) -> int:
-    """Adds the trace's record (or why it was skipped) to `out`; returns the number of LLM
-    spans in it when it has no retriever (not listed one by one: see the module doc)."""
+def _trace(path: Path, trace_id: str, spans: list[Span], keys: tuple[str, ...], out: Parsed,
+           not_answers: Counter[str]) -> None:
+    """Adds the trace's record (or why it was skipped) to `out`. A trace without a retriever
+    was never an answer (an LLM call traced twice, an index being built): it is counted in
+    `not_answers` — its LLM spans, or the trace — not listed one by one."""
     where = f"trace {trace_id}"
     root = _root(spans)
     retrievers = sorted((s for s in spans if s.kind == "RETRIEVER"), key=_order)
     llms = sorted((s for s in spans if s.kind == "LLM"), key=lambda s: (_key(s.end), _order(s)))
     # Bad documents are errors whether the trace is kept or not.
-    documents = [(r, _documents(path, r, keys)) for r in retrievers]
+    documents = [_documents(path, r, keys) for r in retrievers]
     if not retrievers:
-        if llms:
-            return len(llms)
-        out.skipped.append(Skipped(where, "no RETRIEVER and no LLM span: nothing to evaluate"))
-        return 0
+        not_answers.update({"llm_spans": len(llms)} if llms else {"traces": 1})
+        return
     answer = None
     for llm in reversed(llms):
         answer = _answer(llm)
@@ -93,20 +96,19 @@ def _trace(path: Path, trace_id: str, spans: list[Span], keys: tuple[str, ...], 
     if not answer:
         out.skipped.append(Skipped(where, "no LLM span with an output: no answer" if not llms else
                                    "the LLM spans have no output text: no answer"))
-        return 0
+        return
     question = _question(root)
     if question is None:
         question = _text(retrievers[0].attributes.get("input.value")) or ""
         out.notes.append(f"{where}: the root span has no text input; the question is the retriever's query")
     # A retriever nested in another often carries the documents alone: only retrievers
     # that carried documents are ranked, and a note is due only when two or more did.
-    carrying = [docs for _, docs in documents if docs]
+    carrying = [docs for docs in documents if docs]
     if len(carrying) > 1:
         out.notes.append(f"{where}: {len(carrying)} RETRIEVER spans carried documents; they are ranked "
                          "one after another")
     out.records.append(Imported(question_id=trace_id, question=question, answer=answer,
                                 contexts=tuple(c for docs in carrying for c in docs), source=where))
-    return 0
 
 
 def _root(spans: list[Span]) -> Span:
