@@ -29,15 +29,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import run
-from ragspan.tasks.core.text import word_info
 from ragspan.tasks.judges.verifier import PACKAGED_MODEL, Verifier, decide
-from ragspan.tasks.judges.verifier.features import (
-    _words,
-    claim_profile,
-    pair_features,
-    passage_profile,
-)
+from ragspan.tasks.judges.verifier.features import pair_features
 from ragspan.tasks.judges.verifier.marks import WORD_FEATURES, WordModel, claim_marks, word_features
+from ragspan.tasks.judges.verifier.profiles import claim_profile, passage_profile
 
 CS = (0.03, 0.1, 0.3, 1.0, 3.0)
 THRESHOLDS = tuple(round(t, 2) for t in np.arange(0.25, 0.71, 0.05))
@@ -71,10 +66,9 @@ def cases(split: str, verifier: Verifier) -> list[Case]:
         d = decide(float(verifier.model.matrix(X0)[0, 0]), res.features, verifier.rules)
         p = passage_profile(passage)
         i, j = res.window
-        toks = [(s, e, raw, word_info(raw)) for s, e, raw in _words(claim)]
-        _at, X = word_features(claim, toks, prof, p, i, j, res, frozenset(p.norms[i:j]) | res.fit, frozenset())
+        _at, X = word_features(prof, p, res, frozenset(p.norms[i:j]) | res.fit)
         bad = [(s, e) for (s, e), b in gold if b]
-        y = [int(any(s < be and bs < e for bs, be in bad)) for s, e, _, _ in toks]
+        y = [int(any(s < be and bs < e for bs, be in bad)) for s, e, _, _ in prof.written]
         out.append(Case(claim, passage, gold, prof, res, d.conflicts, X, y))
     return out
 
@@ -89,7 +83,7 @@ def fit(train: list[Case], C: float) -> WordModel:
 
 
 def f1(cs: list[Case], model: WordModel) -> float:
-    return run.score((c.gold, [(s, e) for s, e, *_ in claim_marks(c.claim, "", False, c.profile, c.passage,
+    return run.score((c.gold, [(s, e) for s, e, *_ in claim_marks(c.profile, c.passage,
                                                                    c.result, c.conflicts, model)]) for c in cs)["f1"]
 
 

@@ -44,16 +44,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _real_claims import DATA, REPO
-from ragspan.tasks.core.text import word_info
 from ragspan.tasks.judges.local import split_claims
 from ragspan.tasks.judges.verifier import PACKAGED_MODEL, Verifier, decide
-from ragspan.tasks.judges.verifier.features import (
-    _words,
-    claim_profile,
-    pair_features,
-    passage_profile,
-)
+from ragspan.tasks.judges.verifier.features import pair_features
 from ragspan.tasks.judges.verifier.marks import claim_marks
+from ragspan.tasks.judges.verifier.profiles import claim_profile, passage_profile
+from ragspan.tasks.judges.verifier.tokens import tokens
 
 Span = tuple[int, int]
 SPLITS = ("train", "dev")
@@ -121,10 +117,9 @@ def baseline_marks(claim: str, passage: str) -> list[Span]:
     p = passage_profile(passage)
     window = frozenset(p.norms[r.window[0]:r.window[1]]) if r.window else frozenset()
     out = []
-    for s, e, raw in _words(claim):
-        f = word_info(raw)
-        if not f[4] and f[0] not in window:
-            out.append((s, e))
+    for t in tokens(claim):
+        if not t.info.is_stop and t.info.norm not in window:
+            out.append((t.start, t.end))
     return out
 
 
@@ -220,7 +215,7 @@ def micro(verifier: Verifier, reps: int = 5) -> dict[str, float]:
     t0 = time.process_time()
     for _ in range(reps):
         for claim, prof, passage, res, conflicts in pairs:
-            claim_marks(claim, "", False, prof, passage, res, conflicts)
+            claim_marks(prof, passage, res, conflicts)
     marks_us = (time.process_time() - t0) / (reps * len(pairs)) * 1e6
     t0 = time.process_time()
     for _ in range(reps):
@@ -237,7 +232,7 @@ def scale_share(ws: Path, verifier: Verifier, k: int = 3) -> dict[str, float]:
     from unittest import mock
 
     import ragspan.tasks.judges.verifier as verifier_module
-    from ragspan.tasks.judges.verifier import features, unsupported_bound
+    from ragspan.tasks.judges.verifier import profiles, unsupported_bound
 
     docs = {d["doc_id"]: d["text"] for d in map(json.loads, (ws / "corpus.jsonl").open(encoding="utf-8"))}
     chunks = {c["chunk_id"]: docs[c["doc_id"]][c["char_start"]:c["char_end"]]
@@ -253,7 +248,7 @@ def scale_share(ws: Path, verifier: Verifier, k: int = 3) -> dict[str, float]:
     rows_cpu = math.inf
     with mock.patch.object(verifier_module, "claim_marks", lambda *a, **kw: ()):
         for _ in range(3):
-            for cache in (features.passage_profile, features.passage_norms, features.claim_profile):
+            for cache in (profiles.passage_profile, profiles.passage_norms, profiles.claim_profile):
                 cache.cache_clear()
             t0 = time.process_time()
             verifier.rows(items)
@@ -272,7 +267,7 @@ def scale_share(ws: Path, verifier: Verifier, k: int = 3) -> dict[str, float]:
     for _ in range(5):
         t0 = time.process_time()
         for claim, question, whole, prof, passage, res, conflicts in pairs:
-            claim_marks(claim, question, whole, prof, passage, res, conflicts)
+            claim_marks(prof, passage, res, conflicts)
         marks_cpu = min(marks_cpu, time.process_time() - t0)
     return {"claims": len(items), "segmented_pairs": len(pairs), "rows_cpu_s": round(rows_cpu, 3),
             "marks_cpu_s": round(marks_cpu, 3), "marks_share": round(marks_cpu / rows_cpu, 4)}

@@ -46,13 +46,9 @@ for _p in (
         sys.path.insert(0, str(_p))
 
 from ragspan.tasks.judges.verifier import Verifier
-from ragspan.tasks.judges.verifier.features import (
-    FEATURES,
-    claim_profile,
-    pair_features,
-    unsupported_bound,
-)
+from ragspan.tasks.judges.verifier.features import FEATURES, pair_features, unsupported_bound
 from ragspan.tasks.judges.verifier.model import Model
+from ragspan.tasks.judges.verifier.profiles import claim_profile
 from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score

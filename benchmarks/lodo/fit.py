@@ -25,7 +25,8 @@ from pathlib import Path
 
 import numpy as np
 from ragspan.tasks.judges.verifier import CONFLICTS, Rules
-from ragspan.tasks.judges.verifier.features import FEATURES, claim_profile, pair_features
+from ragspan.tasks.judges.verifier.features import FEATURES, pair_features
+from ragspan.tasks.judges.verifier.profiles import claim_profile
 from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.linear_model import LogisticRegression
 

@@ -25,9 +25,6 @@ LABELS: tuple[str, ...] = (*JUDGED_LABELS, UNJUDGED)
 FAILURE_LABELS: tuple[str, ...] = JUDGED_LABELS[1:]
 # Labels whose evidence supports the claim somewhere (the judge said `supported`).
 SUPPORTED_LABELS: frozenset[str] = frozenset({"correct", "rank_failure", "retrieval_miss"})
-# Flag on a `correct` claim whose reference answer is about it but disagrees.
-SOURCE_CONFLICT = "source_conflict"
-
 # The stage of the RAG pipeline to fix, per failure: a short name and the longer advice.
 STAGES: dict[str, str] = {
     "rank_failure": "Reranking / context cutoff",

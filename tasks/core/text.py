@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from dataclasses import dataclass
 from functools import lru_cache
 from itertools import pairwise
-from operator import add
+from typing import NamedTuple
 
 from nltk.stem.snowball import SnowballStemmer
 from sentencex import get_sentence_boundaries
@@ -19,7 +18,7 @@ from sentencex import get_sentence_boundaries
 _STEMMER = SnowballStemmer("english")
 
 # Words, keeping numbers like 1,200 / 3.5 / v2.4.1 and contractions in one token.
-_WORD = re.compile(r"\w+(?:[.,'’:/-]\w+)*", re.UNICODE)
+WORD_PATTERN = re.compile(r"\w+(?:[.,'’:/-]\w+)*", re.UNICODE)
 _HAS_DIGIT = re.compile(r"\d")
 _NEGATIONS = frozenset(
     ["not", "no", "never", "none", "nobody", "nothing", "neither", "nor", "cannot", "can't", "won't", "don't", "doesn't", "didn't", "isn't", "aren't", "wasn't", "weren't", "hasn't", "haven't", "hadn't", "shouldn't", "wouldn't", "couldn't", "without", "unsupported"]
@@ -33,18 +32,6 @@ _NUMBER_WORDS = {
     "fifteen": "15", "twenty": "20", "thirty": "30", "forty": "40", "fifty": "50",
     "sixty": "60", "ninety": "90", "hundred": "100", "thousand": "1000",
 }
-
-
-@dataclass(frozen=True, slots=True)
-class Token:
-    text: str  # raw surface form
-    start: int
-    end: int
-    norm: str  # lowercased, lightly stemmed; numbers canonicalised
-    is_number: bool
-    is_entity: bool  # capitalised / acronym / alphanumeric code: must agree for `supported`
-    is_negation: bool
-    is_stop: bool
 
 
 @lru_cache(maxsize=262144)
@@ -66,10 +53,20 @@ def canonical_number(raw: str) -> str | None:
     return None
 
 
+class WordInfo(NamedTuple):
+    """What the judge checks of one surface word."""
+
+    norm: str  # casefolded Snowball stem; a number canonical ("1,200" -> "1200")
+    is_number: bool
+    is_entity: bool  # capitalised / acronym / alphanumeric code: must agree for `supported`
+    is_negation: bool
+    is_stop: bool  # a stopword or a negation: not a content word
+
+
 @lru_cache(maxsize=1 << 18)
-def _features(raw: str) -> tuple[str, bool, bool, bool, bool]:
-    """(norm, is_number, is_entity, is_negation, is_stop) of one surface word; words
-    repeat across a corpus, so this is computed once per distinct word."""
+def word_info(raw: str) -> WordInfo:
+    """What the judge checks of one surface word; words repeat across a corpus, so this is
+    computed once per distinct word."""
     low = unicodedata.normalize("NFKC", raw).casefold().replace("’", "'")
     base = low.removesuffix("'s")
     num = canonical_number(raw)
@@ -77,7 +74,7 @@ def _features(raw: str) -> tuple[str, bool, bool, bool, bool]:
     # Codes like "v2.4", "27-30%" or "4:51" must agree as names do: they are not numbers
     # the judge can compare by value, and a swapped one is a different fact.
     is_entity = num is None and (raw[0].isupper() or has_digit)
-    return (
+    return WordInfo(
         num if num is not None else stem(base),
         num is not None,
         is_entity and base not in STOPWORDS and low not in STOPWORDS,
@@ -86,13 +83,8 @@ def _features(raw: str) -> tuple[str, bool, bool, bool, bool]:
     )
 
 
-# Public names for the learned judge's features (tasks/judges/verifier/features.py).
-word_info = _features
-WORD_PATTERN = _WORD
-
-
 class _ByRawMatch(dict):
-    """raw `_WORD` match → what the hot loops need of it, computed once per distinct
+    """raw `WORD_PATTERN` match → what the hot loops need of it, computed once per distinct
     string (`__missing__`), so the per-token work is one C-level dict lookup. Cleared
     when it grows past `_MAX_RAW` entries (a bound on memory, not a correctness matter)."""
 
@@ -115,86 +107,30 @@ def _content_of(match: str) -> str:
     raw = match.rstrip(".,:/-'’")
     if not raw:
         return ""
-    f = _features(raw)
-    return "" if f[4] else f[0]
-
-
-def _judge_features_of(match: str) -> tuple[int, str, bool] | None:
-    """(length after trailing-punctuation strip, norm, is_negation), None when empty."""
-    raw = match.rstrip(".,:/-'’")
-    if not raw:
-        return None
-    f = _features(raw)
-    return len(raw), f[0], f[3]
+    f = word_info(raw)
+    return "" if f.is_stop else f.norm
 
 
 def _norm_of(match: str) -> str:
     """The norm of a raw match (stopwords included), '' when nothing is left of it."""
     raw = match.rstrip(".,:/-'’")
-    return _features(raw)[0] if raw else ""
+    return word_info(raw).norm if raw else ""
 
 
 _CONTENT = _ByRawMatch(_content_of)
-_JUDGE_FEATURES = _ByRawMatch(_judge_features_of)
 _NORM = _ByRawMatch(_norm_of)
 
 
 def norm_set(text: str) -> frozenset[str]:
     """Every token norm of `text` (stopwords included), as a set — a superset of the
     norms of each of its sentence windows, for a cheap upper bound on coverage."""
-    return frozenset(map(_NORM.__getitem__, _WORD.findall(text))) - {""}
+    return frozenset(map(_NORM.__getitem__, WORD_PATTERN.findall(text))) - {""}
 
 
 def content_norms(text: str) -> list[str]:
-    """Norms of the non-stopword tokens of `text`, in order — `tokens()` without offsets,
-    for indexing (no match or Token objects; one dict lookup per token)."""
-    return [n for n in map(_CONTENT.__getitem__, _WORD.findall(text)) if n]
-
-
-def token_arrays(text: str) -> tuple[list[int], list[int], list[str], list[bool]]:
-    """`tokens()` as parallel lists (starts, ends, norms, is_negation) — what the local
-    judge keeps per passage: no Token objects (several times faster, a fraction of the
-    memory). The regex runs in C (findall, no match objects); each start is found with
-    str.find from the previous match's end — exact, because a match begins with a word
-    character and everything the regex skipped between two matches is non-word."""
-    raws = _WORD.findall(text)
-    if not raws:
-        return [], [], [], []
-    starts: list[int] = []
-    pos, find, append = 0, text.find, starts.append
-    for raw in raws:
-        pos = find(raw, pos)
-        append(pos)
-        pos += len(raw)
-    feats = list(map(_JUDGE_FEATURES.__getitem__, raws))
-    if None in feats:
-        keep = [i for i, f in enumerate(feats) if f is not None]
-        starts = [starts[i] for i in keep]
-        feats = [feats[i] for i in keep]
-        if not feats:
-            return [], [], [], []
-    lens, norms, negs = zip(*feats)
-    return starts, list(map(add, starts, lens)), list(norms), list(negs)
-
-
-def word_features(text: str) -> list[tuple[str, tuple[str, bool, bool, bool, bool]]]:
-    """(raw word, its `_features`: norm, is_number, is_entity, is_negation, is_stop) per
-    token — `tokens()` without offsets or Token objects (several times faster)."""
-    raws = [r for r in (m.rstrip(".,:/-'’") for m in _WORD.findall(text)) if r]
-    return list(zip(raws, map(_features, raws)))
-
-
-def tokens(text: str) -> list[Token]:
-    """Word tokens of `text` with raw offsets and the features the local judge checks."""
-    out: list[Token] = []
-    for m in _WORD.finditer(text):
-        raw = m.group(0).rstrip(".,:/-'’")
-        if not raw:
-            continue
-        start = m.start()
-        norm, is_number, is_entity, is_negation, is_stop = _features(raw)
-        out.append(Token(raw, start, start + len(raw), norm, is_number, is_entity, is_negation, is_stop))
-    return out
+    """Norms of the non-stopword words of `text`, in order, for indexing (no match
+    objects; one dict lookup per word)."""
+    return [n for n in map(_CONTENT.__getitem__, WORD_PATTERN.findall(text)) if n]
 
 
 @lru_cache(maxsize=16384)

@@ -35,8 +35,6 @@ from ragspan.tasks.judges.base import (
     judge_items,
 )
 
-ROUTES = ("uncertain", "not_supported")
-
 
 def cascade_spec(local: JudgeSpec, llm: JudgeSpec, route: str, band: float, threshold: float) -> JudgeSpec:
     """One spec naming both judges and the routing: all of it changes verdicts."""

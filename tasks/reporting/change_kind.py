@@ -19,8 +19,8 @@ from collections.abc import Mapping
 
 EVALUATOR_PARAMS = ("judge.", "search.", "chunking.")
 SYSTEM_PARAMS = ("pipeline.default_context_k",)
-# Settings that change neither a label nor what was evaluated (where files are, shard sizes).
-IGNORED_PARAMS = ("data.", "pipeline.", "rag.", "schedule.")
+# Every other setting (data., pipeline., rag., schedule.: where files are, shard sizes)
+# changes neither a label nor what was evaluated.
 
 
 def _flat(d: Mapping, prefix: str = "") -> dict[str, object]:

@@ -187,12 +187,6 @@ def judges_that_decided(judged: Iterable[pd.DataFrame]) -> tuple[set[str], str |
     return by_llm, min(kinds - {"openai"}) if kinds - {"openai"} else (next(iter(kinds), None))
 
 
-def diagnoses_for_claims(claims: pd.DataFrame, judged: Iterable[pd.DataFrame], support_threshold: float,
-                         uncertainty_band: float = 0.0) -> pd.DataFrame:
-    """The Diagnoses table alone (see diagnose_claims)."""
-    return diagnose_claims(claims, judged, support_threshold, uncertainty_band)[0]
-
-
 def diagnose_claims(claims: pd.DataFrame, judged: Iterable[pd.DataFrame], support_threshold: float,
                     uncertainty_band: float = 0.0,
                     answers: pd.DataFrame | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:

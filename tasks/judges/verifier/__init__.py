@@ -1,9 +1,17 @@
 """The learned verifier behind the local judge: features of (question, claim, passage)
 → a small fitted model → a calibrated P(supported) → a verdict by fixed rules.
 
+- tokens.py: words with offsets and what the judge checks of each (core/text.py's
+  `word_info`), clause breaks, negation reach, numbers with units.
+- profiles.py: what is kept of a claim (`claim_profile`: content words, weights,
+  names, numbers, negations; a short or polar answer judged with its question) and of a
+  passage (`passage_profile`: token arrays, sentences), each computed once (lru-cached).
 - features.py: question-aware coverage (weighted by word rarity), the best 1–2 sentence
-  window (what is quoted), support assembled over several sentences, and conflicts: the
-  window states the claim with a name, number, unit or negation changed.
+  window (what is quoted), support assembled over several sentences, and the conflict
+  features.
+- conflicts.py: the conflict rules — the window states the claim with a name, number,
+  unit or negation changed — as detectors of located clashes (claim word, window word):
+  the features count them, answer spans mark them.
 - model.py: the fitted model (local-5: a logistic regression over 7 coverage features,
   chosen leave-one-dataset-out; benchmarks/lodo/) and its calibration, run with NumPy.
 - `decide`: the verdict from the probability and the features — one pure function, so
@@ -32,15 +40,13 @@ import numpy as np
 from ragspan.tasks.core.text import WORD_PATTERN
 from ragspan.tasks.judges.verifier.features import (
     FEATURES,
-    Claim,
     PairResult,
-    claim_profile,
     pair_features,
-    passage_norms,
     unsupported_bound,
 )
 from ragspan.tasks.judges.verifier.marks import Mark, claim_marks
 from ragspan.tasks.judges.verifier.model import Model
+from ragspan.tasks.judges.verifier.profiles import Claim, claim_profile, passage_norms
 
 MODEL_ENV = "RAGSPAN_LOCAL_JUDGE_MODEL"
 PACKAGED_MODEL = Path(__file__).with_name("local-5.json")
@@ -138,7 +144,7 @@ class Verifier:
         """Verdict rows for many (claim, passages, question, whole_answer), the model run
         once over all."""
         out: list[list[Row | None]] = []
-        pending: list[tuple[int, int, list[float], PairResult, str, Claim, tuple[str, str, bool]]] = []
+        pending: list[tuple[int, int, list[float], PairResult, str, Claim]] = []
         for claim, passages, question, whole_answer in items:
             profile = claim_profile(claim, question or "", whole_answer)
             if profile is None:
@@ -150,7 +156,7 @@ class Verifier:
                     mine.append(self._short_row())
                     continue
                 r = pair_features(profile, passage)
-                pending.append((len(out), len(mine), r.features, r, passage, profile, (claim, question or "", whole_answer)))
+                pending.append((len(out), len(mine), r.features, r, passage, profile))
                 mine.append(None)
             out.append(mine)
         if pending:
@@ -166,8 +172,8 @@ class Verifier:
                 if d.verdict == "unsupported" and pending[k][3].quote_start is not None:
                     closest[i] = max(closest.get(i, (-1.0, -1)), (d.support, -k))
             marked = {-k for _, k in closest.values()}
-            for k, ((i, j, feats, r, passage, prof, asked), d) in enumerate(zip(pending, decisions, strict=True)):
-                out[i][j] = self._row(d, feats, r, passage, prof, asked, k in marked)
+            for k, ((i, j, feats, r, passage, prof), d) in enumerate(zip(pending, decisions, strict=True)):
+                out[i][j] = self._row(d, feats, r, passage, prof, k in marked)
         return out  # type: ignore[return-value]
 
     @lru_cache(maxsize=1)  # noqa: B019 — one verifier per model file lives for the process
@@ -177,10 +183,9 @@ class Verifier:
                 f"P(supported) {ps:.2f}: the passage holds less than {self.model.bound:.0%} of the claim's words", ())
 
     def _row(self, d: Decision, f: list[float], r: PairResult, passage: str, profile: Claim,
-             asked: tuple[str, str, bool], mark_unsupported: bool = True) -> Row:
-        """One pair's row; `asked` is (the claim as written, its question, whole answer).
-        `mark_unsupported`: an `unsupported` verdict gets marks too (the claim's most
-        probable unsupported pair)."""
+             mark_unsupported: bool = True) -> Row:
+        """One pair's row. `mark_unsupported`: an `unsupported` verdict gets marks too (the
+        claim's most probable unsupported pair)."""
         qs, qe = r.quote_start, r.quote_end
         reason = _reason(d, f, _missing_words(profile, passage, qs, qe))
         # Marks wherever the passage was segmented (a window exists), the most probable
@@ -189,7 +194,7 @@ class Verifier:
         # supported claims are judged unsupported against their evidence). Short-circuited
         # pairs have none.
         wanted = qs is not None and (d.verdict != "unsupported" or mark_unsupported)
-        marks = claim_marks(*asked, profile, passage, r, d.conflicts) if wanted else ()
+        marks = claim_marks(profile, passage, r, d.conflicts) if wanted else ()
         if d.verdict == "unsupported" or qs is None or qe is None:
             return ("unsupported", round(1 - d.support, 6), round(d.support, 6), None, None, reason, marks)
         confidence = d.support if d.verdict == "supported" else 1 - d.support

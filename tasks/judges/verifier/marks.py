@@ -37,34 +37,16 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
-from ragspan.tasks.core.text import word_info
-from ragspan.tasks.judges.verifier.features import (
-    FEATURES,
-    NEG_SCOPE,
-    Claim,
-    PairResult,
-    Passage,
-    _clause_words,
-    _rounds_to,
-    _short_answer,
-    _words,
-    fold,
-    negation_reach,
-    passage_profile,
-    quantity_spans,
-    slot_clashes,
-)
+from ragspan.tasks.judges.verifier.conflicts import NEGATION, Span
+from ragspan.tasks.judges.verifier.features import FEATURES, PairResult
+from ragspan.tasks.judges.verifier.profiles import Claim, Passage, passage_profile
+from ragspan.tasks.judges.verifier.tokens import Token, clause_breaks
 
 Mark = tuple[int, int, str, int | None, int | None]  # (start, end, kind, evidence_start, evidence_end)
 
 # A word the support holds may be marked (by the word model) only in a clause missing at
 # least this weighted share of its words: half, set a priori, not fitted.
 WEAK_CLAUSE = 0.5
-# Where a conflict's evidence is chosen among several candidate words of the window: the
-# one with a word of the claim within this many tokens (the same slot of the sentence).
-_ANCHOR_REACH = 3
-
-_Token = tuple[int, int, str, tuple]  # (start, end, raw, word_info)
 PACKAGED_WORD_MODEL = Path(__file__).with_name("marks-1.json")
 
 
@@ -100,33 +82,33 @@ def packaged_word_model() -> WordModel:
     return WordModel.load(PACKAGED_WORD_MODEL)
 
 
-def claim_marks(claim: str, question: str, whole_answer: bool, profile: Claim, passage: str,
-                result: PairResult, conflicts: Sequence[str], model: WordModel | None = None,
-                ) -> tuple[Mark, ...]:
+def claim_marks(profile: Claim, passage: str, result: PairResult, conflicts: Sequence[str],
+                model: WordModel | None = None) -> tuple[Mark, ...]:
     """The marks of one judged pair (see the module docstring); () without a window.
+    `conflicts`: the conflicts `decide` found (their located clashes are contradicted).
     `model`: the word model (default: the packaged marks-1.json; the fit passes others)."""
     if result.window is None:
         return ()
     p = passage_profile(passage)  # lru-cached: the pair's features built it already
-    i, j = result.window
     support = result.window_norms | result.fit
     if not conflicts and profile.content <= support:
         # Every word found and nothing changed: no mark is possible (most judged pairs;
         # the cheap exit keeps the judge's cost where it was).
         return ()
     if profile.polar is not None:
-        return _polar_marks(claim, profile, p, i, j, support, conflicts)
-    toks = [(s, e, raw, word_info(raw)) for s, e, raw in _words(claim)]
-    if not toks:
+        return _polar_marks(profile, result, support, conflicts)
+    if not profile.written:
         return ()
-    asked = _asked(question, whole_answer, claim)
-    contra = _contradicted(claim, toks, profile, passage, p, i, j, conflicts, asked)
-    at, X = word_features(claim, toks, profile, p, i, j, result, support, asked, candidates=True)
-    flags = [False] * len(toks)
+    contra: dict[Span, Span] = {}
+    for c in result.clashes:  # in the detectors' order: a word located twice keeps the later evidence
+        if c.kind in conflicts and c.claim is not None and c.window is not None:
+            contra[c.claim] = c.window
+    at, X = word_features(profile, p, result, support, candidates=True)
+    flags = [False] * len(profile.written)
     if at:
         for k, m in zip(at, (model or packaged_word_model()).marked(X), strict=True):
             flags[k] = m
-    return _spans(claim, toks, flags, contra)
+    return _spans(profile.text, profile.written, flags, contra)
 
 
 # ------------------------------------------------------------------- word features
@@ -158,24 +140,24 @@ _NEAR = 3  # words each side: a phrase people mark is a few words long
 _F = {name: i for i, name in enumerate(FEATURES)}
 
 
-def word_features(claim: str, toks: list[_Token], profile: Claim, p: Passage, i: int, j: int,
-                  result: PairResult, support: frozenset[str], asked: frozenset[str],
+def word_features(profile: Claim, p: Passage, result: PairResult, support: frozenset[str],
                   candidates: bool = False) -> tuple[list[int], list[list[float]]]:
-    """(token indices, their WORD_FEATURES rows): every word of the claim, or with
-    `candidates` only the words the model may mark (the fit sees them all).
+    """(indices into the claim's written tokens, their WORD_FEATURES rows): every word of
+    the claim, or with `candidates` only the words the model may mark (the fit sees them all).
 
     The model decides among the words absent from the support and the stopwords beside
     them; a word the passage holds only where most of its clause is missing (the clause is
     what is unsupported), so a fully supported claim has no mark. A stopword whose nearest
     content words cannot be marked could never join a mark: it is not scored."""
+    toks, asked = profile.written, profile.asked
     window = result.window_norms
     prefixes = {w[:5] for w in window | result.fit if len(w) >= 5}
-    content = [not f[4] and f[0] in profile.weights for _, _, _, f in toks]
-    absent = [c and f[0] not in support and f[0] not in asked for c, (_, _, _, f) in zip(content, toks, strict=True)]
+    content = [not t.info.is_stop and t.info.norm in profile.weights for t in toks]
+    absent = [c and t.info.norm not in support and t.info.norm not in asked for c, t in zip(content, toks, strict=True)]
     clause_of = [0] * len(toks)
     clause_miss: list[tuple[float, float]] = []
-    for n, (lo, hi) in enumerate(_clauses(claim, toks)):
-        words = [toks[k][3][0] for k in range(lo, hi) if content[k]]
+    for n, (lo, hi) in enumerate(_clauses(profile)):
+        words = [toks[k].info.norm for k in range(lo, hi) if content[k]]
         total = math.fsum(profile.weights[w] for w in words)
         miss = math.fsum(profile.weights[w] for w in words if w not in support) / total if total else 0.0
         miss_w = math.fsum(profile.weights[w] for w in words if w not in window) / total if total else 0.0
@@ -191,26 +173,27 @@ def word_features(claim: str, toks: list[_Token], profile: Claim, p: Passage, i:
     claim_missing, claim_missing_w = 1 - feats[_F["cov_fit"]], 1 - feats[_F["wcov_w"]]
     n = len(toks)
     if candidates:
-        can = [absent[k] or (content[k] and toks[k][3][0] not in asked and clause_miss[clause_of[k]][0] >= WEAK_CLAUSE)
-               for k in range(n)]
+        can = [absent[k] or (content[k] and toks[k].info.norm not in asked
+                             and clause_miss[clause_of[k]][0] >= WEAK_CLAUSE) for k in range(n)]
         prev_can, next_can = _neighbour_flags(content, can)
         at = [k for k in range(n) if can[k] or (not content[k] and (prev_can[k] or next_can[k]))]
     else:
         at = list(range(n))
     rows = []
     for k in at:
-        _s, _e, raw, f = toks[k]
+        t = toks[k]
+        f = t.info
         c = content[k]
         stop = not c
         rows.append([
             float(stop),
-            float(c and f[0] not in window),
+            float(c and f.norm not in window),
             float(absent[k]),
-            float(c and f[0] not in p.all_norms),
-            float(absent[k] and f[0][:5] in prefixes and len(f[0]) >= 5),
-            profile.weights.get(f[0], 0.0) / 6 if c else 0.0,
-            float(f[1]),
-            float(c and f[2] and (k > 0 or raw.isupper())),
+            float(c and f.norm not in p.all_norms),
+            float(absent[k] and f.norm[:5] in prefixes and len(f.norm) >= 5),
+            profile.weights.get(f.norm, 0.0) / 6 if c else 0.0,
+            float(f.is_number),
+            float(c and f.is_entity and (k > 0 or t.raw.isupper())),
             clause_miss[clause_of[k]][0],
             clause_miss[clause_of[k]][1],
             claim_missing,
@@ -221,7 +204,7 @@ def word_features(claim: str, toks: list[_Token], profile: Claim, p: Passage, i:
             float(stop and k + 1 < n and absent[k + 1]),
             k / n,
             float(clause_of[k] > 0),
-            float(c and f[0] in profile.neg_loose),
+            float(c and f.norm in profile.neg_loose),
             near[k],
             near_w[k],
             min(clause_size[clause_of[k]], 10) / 10,
@@ -229,8 +212,9 @@ def word_features(claim: str, toks: list[_Token], profile: Claim, p: Passage, i:
     return at, rows
 
 
-def _absent_from(content: list[bool], toks: list[_Token], window: frozenset[str], asked: frozenset[str]) -> list[bool]:
-    return [c and t[3][0] not in window and t[3][0] not in asked for c, t in zip(content, toks, strict=True)]
+def _absent_from(content: list[bool], toks: Sequence[Token], window: frozenset[str],
+                 asked: frozenset[str]) -> list[bool]:
+    return [c and t.info.norm not in window and t.info.norm not in asked for c, t in zip(content, toks, strict=True)]
 
 
 def _near_shares(content: list[bool], flag: list[bool]) -> list[float]:
@@ -264,160 +248,34 @@ def _neighbour_flags(content: list[bool], absent: list[bool]) -> tuple[list[bool
     return prev, nxt[::-1]
 
 
-# ------------------------------------------------------------------------ which words
-def _asked(question: str, whole_answer: bool, claim: str) -> frozenset[str]:
-    """Norms the claim may take from its question without being marked. A short answer's
-    own words are what it asserts: none of them count as taken."""
-    if not question or (whole_answer and _short_answer(claim)):
-        return frozenset()
-    return frozenset(word_info(raw)[0] for _, _, raw in _words(question))
-
-
-def _markable(f: tuple, profile: Claim, asked: frozenset[str]) -> bool:
-    """A content word of the claim that is not its question's."""
-    return not f[4] and f[0] not in asked and f[0] in profile.weights
-
-
-def _clauses(claim: str, toks: list[_Token]) -> list[tuple[int, int]]:
-    """Token ranges of the claim's clauses (features._clause_words' boundaries)."""
+def _clauses(profile: Claim) -> list[tuple[int, int]]:
+    """Token ranges of the claim's clauses as written (tokens.clause_breaks)."""
     out, start = [], 0
-    for k, (_s, _e, _raw, sep) in enumerate(_clause_words(claim, [t[:3] for t in toks])):
+    for k, sep in enumerate(clause_breaks(profile.text, profile.written)):
         if sep and k > start:
             out.append((start, k))
             start = k
-    if len(toks) > start:
-        out.append((start, len(toks)))
+    if len(profile.written) > start:
+        out.append((start, len(profile.written)))
     return out
 
 
-# ------------------------------------------------------------------- contradictions
-def _contradicted(claim: str, toks: list[_Token], profile: Claim, passage: str, p: Passage, i: int, j: int,
-                  conflicts: Sequence[str], asked: frozenset[str]) -> dict[tuple[int, int], tuple[int, int]]:
-    """(claim span) → (passage span of the window's differing word), per conflict fired."""
-    out: dict[tuple[int, int], tuple[int, int]] = {}
-    if "num_new_conflict" in conflicts:
-        out.update(_number_marks(toks, profile, p, i, j))
-    if "unit_conflict" in conflicts:
-        out.update(_unit_marks(claim, passage, p, i, j))
-    if "ent_conflict" in conflicts:
-        out.update(_name_marks(toks, profile, passage, p, i, j))
-    if "neg_conflict" in conflicts:
-        out.update(_negation_marks(toks, profile, passage, p, i, j, asked))
-    return out
-
-
-def _pick(cands: list[int], p: Passage, anchors: frozenset[str]) -> int:
-    """Of the window's candidate tokens, the one next to a word of the claim (its slot)."""
-    for k in cands:
-        if anchors & set(p.norms[max(0, k - _ANCHOR_REACH):k + 1 + _ANCHOR_REACH]):
-            return k
-    return cands[0]
-
-
-def _neighbours(toks: list[_Token], k: int) -> frozenset[str]:
-    """Content norms of the claim within reach of token k."""
-    lo, hi = max(0, k - _ANCHOR_REACH), k + 1 + _ANCHOR_REACH
-    return frozenset(f[0] for _, _, _, f in toks[lo:hi] if not f[4]) - {toks[k][3][0]}
-
-
-def _number_marks(toks: list[_Token], profile: Claim, p: Passage, i: int, j: int) -> dict:
-    window = {p.norms[k] for k in range(i, j) if p.numbers[k]}
-    others = [k for k in range(i, j) if p.numbers[k] and p.norms[k] not in profile.numbers]
-    out = {}
-    for k, (s, e, _raw, f) in enumerate(toks):
-        if f[1] and f[0] in profile.new_numbers and f[0] not in window and others \
-                and not any(_rounds_to(f[0], w) for w in window):
-            x = _pick(others, p, _neighbours(toks, k))
-            out[(s, e)] = (p.starts[x], p.ends[x])
-    return out
-
-
-def _unit_marks(claim: str, passage: str, p: Passage, i: int, j: int) -> dict:
-    base = p.starts[i]
-    win = [(n, u, s + base, e + base) for n, u, s, e in quantity_spans(passage[base:p.ends[j - 1]])]
-    out = {}
-    for n, u, s, e in quantity_spans(claim):
-        stated = [(ws, we) for wn, wu, ws, we in win if wn == n]
-        if stated and not any(wu == u for wn, wu, _, _ in win if wn == n):
-            out[(s, e)] = stated[0]
-    return out
-
-
-def _name_marks(toks: list[_Token], profile: Claim, passage: str, p: Passage, i: int, j: int) -> dict:
-    """A name of the claim's own in no spelling in the window, against the window's name
-    the claim does not have; else a slot clash (features.slot_clashes)."""
-    base = p.starts[i]
-    wtoks = [(s + base, e + base, raw) for s, e, raw in _words(passage[base:p.ends[j - 1]])]
-    infos = [word_info(raw) for _, _, raw in wtoks]
-    wnorms = [f[0] for f in infos]
-    wset = frozenset(wnorms)
-    squeezed = "".join(c for c in fold(passage[base:p.ends[j - 1]]).casefold() if c.isalnum())
-    others = [k for k, f in enumerate(infos)
-              if f[2] and not f[1] and (k > 0 or wtoks[k][2].isupper()) and f[0] not in profile.content]
-    out = {}
-    for spellings, letters in zip(profile.name_spellings, profile.name_letters, strict=True):
-        if spellings & wset or letters in squeezed or not others:
-            continue
-        for k, (s, e, _raw, f) in enumerate(toks):
-            if f[0] in spellings:
-                x = others[0]
-                near = _neighbours(toks, k)
-                for y in others:
-                    if near & set(wnorms[max(0, y - _ANCHOR_REACH):y + 1 + _ANCHOR_REACH]):
-                        x = y
-                        break
-                out[(s, e)] = (wtoks[x][0], wtoks[x][1])
-    if not out:
-        names = [(f[2] and (k > 0 or wtoks[k][2].isupper())) or f[1] for k, f in enumerate(infos)]
-        for name, x in slot_clashes(profile, wnorms, names):
-            for s, e, _raw, f in toks:
-                if f[0] == name:
-                    out[(s, e)] = (wtoks[x][0], wtoks[x][1])
-    return out
-
-
-def _negation_marks(toks: list[_Token], profile: Claim, passage: str, p: Passage, i: int, j: int,
-                    asked: frozenset[str]) -> dict:
-    """What features._negation_conflict found: the claim's negation of a word the window
-    states plainly (evidence: that word), or the claim's word the window negates
-    (evidence: the window's negation before it)."""
-    w_strict, w_loose, _, w_free = negation_reach(passage[p.starts[i]:p.ends[j - 1]])
-    plain = (profile.neg_strict & frozenset(p.norms[i:j])) - w_loose  # negated by the claim only
-    negated = (w_strict & profile.content) - profile.neg_loose - w_free - asked  # by the window only
-    out = {}
-    for k, (s, e, _raw, f) in enumerate(toks):
-        if f[3]:
-            target = next((g[0] for _, _, _, g in toks[k + 1:k + 1 + NEG_SCOPE] if not g[4]), None)
-            at = [x for x in range(i, j) if p.norms[x] == target]
-            if target in plain and at:
-                out[(s, e)] = (p.starts[at[0]], p.ends[at[0]])
-        elif not f[4] and f[0] in negated:
-            at = [x for x in range(i, j) if p.norms[x] == f[0] and any(p.negs[max(i, x - NEG_SCOPE):x])]
-            if at:
-                n = max(y for y in range(max(i, at[0] - NEG_SCOPE), at[0]) if p.negs[y])
-                out[(s, e)] = (p.starts[n], p.ends[n])
-    return out
-
-
-def _polar_marks(claim: str, profile: Claim, p: Passage, i: int, j: int, support: frozenset[str],
+def _polar_marks(profile: Claim, result: PairResult, support: frozenset[str],
                  conflicts: Sequence[str]) -> tuple[Mark, ...]:
     """A "Yes."/"No." answer: its polar word, when the statement it makes is contradicted
     (the window negates it otherwise) or not fully in the support."""
-    first = _words(claim)[0]
-    s, e = first[0], first[1]
-    if "neg_conflict" in conflicts:
-        negs = [k for k in range(i, j) if p.negs[k]]
-        hits = [k for k in range(i, j) if p.norms[k] in profile.content]
-        x = (negs or hits or [i])[0]
-        return ((s, e, "contradicted", p.starts[x], p.ends[x]),)
+    if NEGATION in conflicts:
+        for c in result.clashes:
+            if c.kind == NEGATION and c.claim is not None and c.window is not None:
+                return ((*c.claim, "contradicted", *c.window),)
     if profile.content - support:
-        return ((s, e, "unsupported", None, None),)
+        first = profile.written[0]
+        return ((first.start, first.end, "unsupported", None, None),)
     return ()
 
 
 # ------------------------------------------------------------------------- spans
-def _spans(claim: str, toks: list[_Token], flags: list[bool],
-           contra: dict[tuple[int, int], tuple[int, int]]) -> tuple[Mark, ...]:
+def _spans(claim: str, toks: Sequence[Token], flags: list[bool], contra: dict[Span, Span]) -> tuple[Mark, ...]:
     """Marked tokens as phrases: each contradicted word (or "5%") alone; unsupported
     words joined across the stopwords between them, never across an unmarked content
     word or a contradicted one."""
@@ -439,8 +297,8 @@ def _spans(claim: str, toks: list[_Token], flags: list[bool],
             continue  # inside the contradicted span just written
         if flags[k]:
             run = (s, e) if run is None else (run[0], e)
-            spoken = spoken or not f[4]
-        elif not f[4] and run:
+            spoken = spoken or not f.is_stop
+        elif not f.is_stop and run:
             out += _unsupported_mark(claim, run, spoken)
             run, spoken = None, False
     if run:
