@@ -137,6 +137,12 @@ def _load(index_dir: str) -> tuple[tantivy.Searcher, tantivy.Schema, pa.Table]:
     return index.searcher(), index.schema, meta
 
 
+def index_chunks(index_dir: str) -> pa.Table:
+    """Every indexed chunk (chunk_id, doc_id, char_start, char_end, text), memory-mapped:
+    where each chunk sits in its document (tasks/steps/boundary.py joins neighbours)."""
+    return _load(index_dir)[2]
+
+
 def chunk_rows(index_dir: str, rows: list[int]) -> dict[int, tuple[str, str, int, str]]:
     """row → (chunk_id, doc_id, char_start, text) for just these rows of the index."""
     if not rows:
