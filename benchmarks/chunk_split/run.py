@@ -96,7 +96,7 @@ def planted(doc: Doc, sent: tuple[int, int], variant: str, odd: bool) -> tuple[l
         # the kept part holds part of the evidence; its neighbour starts before the evidence
         return chunks[:k] + [(c0, p), (s, c1)] + chunks[k + 1:], k, None
     if variant == "nothing":
-        others = [(a, b) for a, b in _sentences(doc, c0, c1) if (a, b) != (s, e) and b - a > 30]
+        others = [(a, b) for a, b in _sentences(doc, c0, c1) if (b <= s or a >= e) and b - a > 30]
         if not others:
             return [], k, None
         a, b = others[0]

@@ -27,7 +27,6 @@ The rule (docs/design.md §2, decisions.md #35):
 from __future__ import annotations
 
 import bisect
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -38,9 +37,6 @@ from ragspan.tasks.core.text import content_norms
 SPLIT_PASSAGES = 2
 RECHECK_FAILED = frozenset({"synthesis_error", "hallucination"})
 SUPPORTING = frozenset({"correct", "rank_failure", "retrieval_miss"})
-# Text between a quote and its chunk's edge that does not keep the quote from "reaching"
-# the edge: spaces and punctuation (a judge's quote drops them).
-_NO_WORD = re.compile(r"[\W_]*")
 # Tiers of a part of the evidence, best first: the label a failed claim takes is its worst.
 _TIER_LABEL = ("correct", "rank_failure", "retrieval_miss")
 
@@ -101,9 +97,10 @@ class Seen:
 
 def reaches(text: str, offset: int, edge: int, forward: bool) -> bool:
     """Whether a quote ending (forward) or starting at `offset` in chunk text reaches the
-    chunk's edge: nothing but spaces and punctuation between them."""
+    chunk's edge: nothing but spaces, punctuation and stopwords between them (a judge's
+    quote drops them, and a cut inside evidence often leaves "was the" behind)."""
     gap = text[offset:edge] if forward else text[edge:offset]
-    return _NO_WORD.fullmatch(gap) is not None
+    return not content_norms(gap)
 
 
 def passages_to_recheck(diagnoses: list[dict], judgements: list[dict], chunk_texts: dict[str, tuple[Chunk, str]],

@@ -17,6 +17,7 @@ from functools import lru_cache
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 from ragspan.tasks.core import schemas
 from ragspan.tasks.core.chunk_split import (
     Chunk,
@@ -58,7 +59,8 @@ def window_passages(diagnoses: pd.DataFrame, judgements: pd.DataFrame, passages:
     neighbours = {n.chunk_id for s in seen for n in (layout.before(s.chunk.doc_id, s.chunk.start, s.chunk.end),
                                                       layout.after(s.chunk.doc_id, s.chunk.start, s.chunk.end))
                   if n is not None}
-    table = index_chunks(index_dir).take([rows[c] for c in sorted(neighbours) if c in rows])
+    table = index_chunks(index_dir).take(pa.array([rows[c] for c in sorted(neighbours) if c in rows],
+                                                  type=pa.int64()))
     text_of = dict(zip(table.column("chunk_id").to_pylist(), table.column("text").to_pylist()))
     out = []
     for s in seen:
