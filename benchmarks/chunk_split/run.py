@@ -45,7 +45,7 @@ import pandas as pd
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
-from _data import Doc, Item, detok, load_clapnq, load_xquad  # noqa: E402
+from _data import Doc, Item, detok, load_clapnq, load_xquad
 
 RAGSPAN = str(Path(sys.executable).parent / "ragspan")
 VARIANTS = ("base", "split", "nothing", "edge", "overlap")

@@ -30,7 +30,7 @@ from ragspan.tasks.core.chunk_split import (
 )
 from ragspan.tasks.steps.cache_policy import step_task
 from ragspan.tasks.steps.corpus_search import index_chunks
-from ragspan.tasks.steps.diagnose import answer_spans_for, support_and_uncertainty
+from ragspan.tasks.steps.diagnose import answer_spans_for
 
 
 @lru_cache(maxsize=2)
