@@ -83,7 +83,9 @@ def mark_splits(diagnosed: tuple[pd.DataFrame, pd.DataFrame], across: pd.DataFra
     windows = schemas.records(across, missing_as_none=True)
     claims = dict(zip(diagnoses["claim_id"], diagnoses["claim"]))
     found: dict[str, tuple[dict, int]] = {}
-    for j in sorted(windows, key=lambda j: -(j["confidence"] or 0.0)):
+    # the most confident window decides; on a tie the one the question saw best (in context, rank)
+    for j in sorted(windows, key=lambda j: (-(j["confidence"] or 0.0), j["source"] != "retrieved",
+                                            not j["in_context"], j["rank"] or 10**9, j["chunk_id"])):
         if (j["claim_id"] in found or j["verdict"] != "supported" or j["match"] is None
                 or j["confidence"] < support_threshold or j["chunk_id"] not in known):
             continue
