@@ -50,12 +50,12 @@ def evaluate_shard(shard: Shard, spec: JudgeSpec, index_dir: str, top_k: int, th
     judged = step.run(validate_offsets, step.run(extract, claims, shard.passages, spec, code), code)
     hits = step.run(corpus_search, claims, judged, shard.passages, index_dir, top_k, thr, code)
     searched = step.run(validate_offsets, step.run(extract, claims, hits, spec, code), code)
-    diagnosed = step.run(diagnose, claims, judged, searched, shard.answers, thr, band, code)
+    diagnoses, marked = step.run(diagnose, claims, judged, searched, shard.answers, thr, band, code)
     # evidence cut by a chunk boundary: the claims' passages joined with their neighbours
-    windows = step.run(chunk_windows, diagnosed, judged, searched, shard.passages, hits, index_dir, code)
+    windows = step.run(chunk_windows, diagnoses, judged, searched, shard.passages, hits, index_dir, code)
     across = step.run(validate_offsets, step.run(extract, claims, windows, spec, code), code)
-    return step.result(claims, judged, searched, step.run(chunk_split, diagnosed, across, shard.passages, hits,
-                                                          shard.answers, index_dir, thr, band, code))
+    return step.result(claims, judged, searched, step.run(chunk_split, diagnoses, marked, across, shard.passages,
+                                                          hits, shard.answers, index_dir, thr, band, code))
 
 
 @flow(name="evaluate", log_prints=False,

@@ -2,6 +2,11 @@
 
     .venv/bin/python benchmarks/chunk_split/run.py            # ~540 cases x 5 variants, a few minutes
     .venv/bin/python benchmarks/chunk_split/run.py --limit 100
+    .venv/bin/python benchmarks/chunk_split/run.py --claims answer   # paraphrased claims (ClapNQ answers)
+
+With `--claims answer` the claims are ClapNQ's human-written answers (paraphrases), the
+evidence the stretch from the first to the last sentence the annotators selected for it,
+where one chunk holds that stretch.
 
 Documents and one-sentence claims come from XQuAD (en) and ClapNQ (dev), read from
 ../shared/data (benchmarks/_data.py; never copied into the repository). Each document is
@@ -45,15 +50,19 @@ import pandas as pd
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
-from _data import Doc, Item, detok, load_clapnq, load_xquad
+from _data import Doc, Item, detok, load_clapnq, load_clapnq_abstractive, load_xquad
 
 RAGSPAN = str(Path(sys.executable).parent / "ragspan")
 VARIANTS = ("base", "split", "nothing", "edge", "overlap")
 _BEFORE = re.compile(r"\(read in halves: (\w+)\)")
 
 
-def cases(limit: int | None) -> list[tuple[Doc, Item, str]]:
-    """(document, item, claim): one claim of at least 6 words per document."""
+def cases(limit: int | None, claims: str = "sentence") -> list[tuple[Doc, Item, str]]:
+    """(document, item, claim): one claim of at least 6 words per document. `claims`:
+    `sentence` — the evidence sentence itself (XQuAD and ClapNQ); `answer` — ClapNQ's
+    human-written answer (a paraphrase), its evidence the selected sentences' stretch."""
+    if claims == "answer":
+        return _answer_cases(limit)
     out = []
     for docs, items in (load_xquad(), load_clapnq()):
         by_doc = {d.doc_id: d for d in docs}
@@ -66,6 +75,25 @@ def cases(limit: int | None) -> list[tuple[Doc, Item, str]]:
                 continue
             taken.add(it.doc_id)
             out.append((doc, it, detok(text) if it.source == "clapnq" else text))
+    out.sort(key=lambda c: c[1].qid)
+    return out[:limit] if limit else out
+
+
+def _answer_cases(limit: int | None) -> list[tuple[Doc, Item, str]]:
+    docs, items = load_clapnq()
+    by_doc, by_id = {d.doc_id: d for d in docs}, {it.doc_id: it for it in items}
+    out = []
+    for r in load_clapnq_abstractive():
+        doc = by_doc.get(r["doc_id"])
+        gold = [g for g in r["gold"] if g[0] >= 0]
+        if doc is None or not gold or r["doc_id"] not in by_id:
+            continue
+        s, e = min(g[0] for g in gold), max(g[1] for g in gold)  # the selected sentences, as one stretch
+        if s < 0 or doc.chunk_of(s, e) is None or len(doc.text[s:e].split()) < 6:
+            continue
+        it = by_id[r["doc_id"]]
+        it = Item(r["qid"], "clapnq", r["question"], doc.doc_id, it.title, (s, e), (s, e), None, None, None)
+        out.append((doc, it, r["answer"]))
     out.sort(key=lambda c: c[1].qid)
     return out[:limit] if limit else out
 
@@ -168,10 +196,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--limit", type=int, default=None, help="cases (default: all)")
     ap.add_argument("--work", help="where workspaces and state go (default: a temporary directory)")
-    ap.add_argument("--name", default="chunk-split", help="results: benchmarks/results/NAME.json")
+    ap.add_argument("--claims", choices=["sentence", "answer"], default="sentence",
+                    help="claims: the evidence sentence (default) or ClapNQ's human-written answer")
+    ap.add_argument("--name", default=None, help="results: benchmarks/results/NAME.json "
+                    "(default chunk-split, chunk-split-answers with --claims answer)")
     args = ap.parse_args()
+    args.name = args.name or ("chunk-split" if args.claims == "sentence" else "chunk-split-answers")
     work = Path(args.work or tempfile.mkdtemp(prefix="ragspan-chunk-split-"))
-    all_cases = cases(args.limit)
+    all_cases = cases(args.limit, args.claims)
     runs: dict[str, pd.DataFrame] = {}
     cuts: dict[str, dict[str, int | None]] = {}
     for v in VARIANTS:
@@ -202,7 +234,8 @@ def main() -> None:
         "false_flags_by_variant": {v: int(runs[v].loc[list(cuts[v]), "chunk_split"].sum())
                                    for v in ("base", "nothing", "edge", "overlap")},
         "labels_unchanged": {v: f"{same[v]}/{len(cuts[v])}" for v in same},
-        "command": "benchmarks/chunk_split/run.py" + (f" --limit {args.limit}" if args.limit else ""),
+        "command": "benchmarks/chunk_split/run.py" + (f" --limit {args.limit}" if args.limit else "")
+                   + (" --claims answer" if args.claims == "answer" else ""),
     }
     out = REPO / "benchmarks" / "results" / f"{args.name}.json"
     out.write_text(json.dumps(result, indent=2) + "\n")

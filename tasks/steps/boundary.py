@@ -22,7 +22,6 @@ from ragspan.tasks.core import schemas
 from ragspan.tasks.core.chunk_split import (
     Chunk,
     Layout,
-    Seen,
     cut_at,
     label_of_split,
     passages_to_recheck,
@@ -30,7 +29,7 @@ from ragspan.tasks.core.chunk_split import (
 )
 from ragspan.tasks.steps.cache_policy import step_task
 from ragspan.tasks.steps.corpus_search import index_chunks
-from ragspan.tasks.steps.diagnose import answer_spans_for
+from ragspan.tasks.steps.diagnose import counted_answer_spans
 
 
 @lru_cache(maxsize=2)
@@ -101,13 +100,7 @@ def mark_splits(diagnosed: tuple[pd.DataFrame, pd.DataFrame], across: pd.DataFra
             j, edge = found[d["claim_id"]]
             d = _split_diagnosis(d, j, edge, retrieved.get((d["question_id"], j["doc_id"]), []),
                                  support_threshold, uncertainty_band)
-            spans = answer_spans_for(d, d, texts)  # the window's marks: what its evidence leaves out
-            if spans is not None:
-                located = d["answer_end"] - d["answer_start"]
-                d["unsupported_chars"] = sum(x["answer_end"] - x["answer_start"] for x in spans)
-                d["unsupported_share"] = round(d["unsupported_chars"] / located, 6) if located else 0.0
-                marked += [{"run": d["run"], "question_id": d["question_id"], "claim_id": d["claim_id"], **x}
-                           for x in spans]
+            marked += counted_answer_spans(d, d, texts)  # the window's marks: what its evidence leaves out
         rows.append(d)
     kept_spans = answer_spans[~answer_spans["claim_id"].isin(found)]
     answer_spans = pd.concat([kept_spans, schemas.table(marked, schemas.AnswerSpans, written=False)],
@@ -149,20 +142,21 @@ def _split_diagnosis(d: dict, j: dict, edge: int, retrieved: list[tuple[int, int
 
 
 @step_task("chunk-windows")
-def chunk_windows(diagnosed: tuple[pd.DataFrame, pd.DataFrame], judged: pd.DataFrame, searched: pd.DataFrame,
+def chunk_windows(diagnoses: pd.DataFrame, judged: pd.DataFrame, searched: pd.DataFrame,
                   passages: pd.DataFrame, hits: pd.DataFrame, index_dir: str, code: str) -> pd.DataFrame:
-    """Passages table: the windows across chunk edges to judge (see window_passages)."""
-    return window_passages(diagnosed[0], pd.concat([judged, searched], ignore_index=True),
+    """Passages table: the windows across chunk edges to judge (see window_passages). Every
+    input a table or a scalar: the step's cache key hashes tables by value (cache_policy.py)."""
+    return window_passages(diagnoses, pd.concat([judged, searched], ignore_index=True),
                            pd.concat([passages, hits], ignore_index=True), index_dir)
 
 
 @step_task("chunk-split")
-def chunk_split(diagnosed: tuple[pd.DataFrame, pd.DataFrame], across: pd.DataFrame, passages: pd.DataFrame,
+def chunk_split(diagnoses: pd.DataFrame, answer_spans: pd.DataFrame, across: pd.DataFrame, passages: pd.DataFrame,
                 hits: pd.DataFrame, answers: pd.DataFrame, index_dir: str, support_threshold: float,
                 uncertainty_band: float, code: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(Diagnoses, AnswerSpans, window judgements kept) with chunk_split / split_at set."""
-    return mark_splits(diagnosed, across, pd.concat([passages, hits], ignore_index=True),
+    return mark_splits((diagnoses, answer_spans), across, pd.concat([passages, hits], ignore_index=True),
                        answers[["question_id", "answer"]], index_dir, support_threshold, uncertainty_band)
 
 
-__all__ = ["Seen", "chunk_split", "chunk_windows", "mark_splits", "window_passages"]
+__all__ = ["chunk_split", "chunk_windows", "mark_splits", "window_passages"]
