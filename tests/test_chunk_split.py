@@ -12,7 +12,16 @@ import pytest
 from fake_openai_server import FakeOpenAIServer
 from ragspan.flows.cli import main
 from ragspan.tasks.core import schemas
-from ragspan.tasks.core.chunk_split import Chunk, Layout, cut_at, label_of_split, reaches
+from ragspan.tasks.core.chunk_split import (
+    Chunk,
+    Layout,
+    Seen,
+    cut_at,
+    gaps_between,
+    label_of_split,
+    reaches,
+    window,
+)
 from ragspan.tasks.reporting.results_files import read_results
 
 LEAD = "The Aral Sea lies in Central Asia, between Kazakhstan in the north and Uzbekistan in the south. "
@@ -174,3 +183,18 @@ def test_the_llm_judge_reads_the_joined_window_as_one_passage(tmp_path, monkeypa
     assert bool(d["chunk_split"]) and int(d["split_at"]) == CUT and d["decided_by"] == "openai"
     assert DOC[int(d["char_start"]):int(d["char_end"])] == d["span_text"]
     assert windows, "no request carried the chunk joined with its neighbour as one passage"
+
+
+def test_a_window_joins_across_a_dropped_separator_and_never_across_a_long_stretch():
+    doc = "First part of the evidence\n\nsecond part of it." + " x" * 150 + "\n" + "z" * 300 + " tail text"
+    a, b = (0, 26), (28, 46)
+    far = (len(doc) - 9, len(doc))
+    before, after = gaps_between([a[0], b[0], far[0]], [a[1], b[1], far[1]], doc)
+    assert before == ["", "\n\n", None] and after == ["\n\n", None, ""]
+    chunks = [Chunk("a", "d", *a), Chunk("b", "d", *b), Chunk("f", "d", *far)]
+    text_of = {c.chunk_id: (doc[c.start:c.end], bg, ag) for c, bg, ag in zip(chunks, before, after)}
+    seen = Seen("c", "q", "retrieved", chunks[0], 1, True, None, ("before", "after"))
+    start, text = window(seen, Layout(chunks), text_of, doc[a[0]:a[1]])
+    assert (start, text) == (0, doc[0:b[1]])  # the blank line between them is in the window
+    last = Seen("c", "q", "retrieved", chunks[2], 1, True, None, ("before", "after"))
+    assert window(last, Layout(chunks), text_of, doc[far[0]:far[1]]) is None  # 300+ unindexed characters

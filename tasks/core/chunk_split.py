@@ -37,6 +37,10 @@ from ragspan.tasks.core.text import content_norms
 SPLIT_PASSAGES = 2
 RECHECK_FAILED = frozenset({"synthesis_error", "hallucination"})
 SUPPORTING = frozenset({"correct", "rank_failure", "retrieval_miss"})
+# The longest stretch between two chunks of a document that a window joins across: the
+# separators a chunker drops (blank lines, a page break, markup) are short; a longer stretch
+# no chunk covers is text the corpus index left out, not part of one piece of evidence.
+MAX_GAP = 200
 # Tiers of a part of the evidence, best first: the label a failed claim takes is its worst.
 _TIER_LABEL = ("correct", "rank_failure", "retrieval_miss")
 
@@ -142,18 +146,43 @@ def _seen(d: dict, j: dict, chunk: Chunk, sides: tuple[str, ...]) -> Seen:
                 j["score"], sides)
 
 
-def window(seen: Seen, layout: Layout, text_of: dict[str, str], chunk_text: str) -> tuple[int, str] | None:
+def gaps_between(starts: list[int], ends: list[int], text: str) -> tuple[list[str | None], list[str | None]]:
+    """Per chunk of one document (sorted by start), the text between it and the chunk
+    before it / after it: "" where they touch or overlap (or at the document's ends), None
+    where the stretch is longer than MAX_GAP. Stored in the corpus index, so a window can
+    join chunks across the separators a chunker dropped without the corpus at hand."""
+    before: list[str | None] = [""] * len(starts)
+    after: list[str | None] = [""] * len(starts)
+    reach = ends[0] if ends else 0  # the furthest end so far: a long chunk can cover its successors
+    for i in range(1, len(starts)):
+        gap = text[reach:starts[i]] if starts[i] > reach else ""
+        before[i] = after[i - 1] = gap if len(gap) <= MAX_GAP else None
+        reach = max(reach, ends[i])
+    return before, after
+
+
+def window(seen: Seen, layout: Layout, text_of: dict[str, tuple[str, str | None, str | None]],
+           chunk_text: str) -> tuple[int, str] | None:
     """(document offset, text) of the chunk joined with its neighbours on `seen.sides`, or
-    None when it has no neighbour there. Joined only where the chunks touch or overlap: a
-    stretch no chunk covers is not in the index, so it is never guessed."""
+    None when it has no neighbour there. `text_of`: chunk_id → (text, gap before, gap after)
+    (gaps_between). Joined where chunks touch or overlap, or across a stretch no chunk covers
+    up to MAX_GAP characters; a longer one is not in the index, so it is never guessed."""
     c = seen.chunk
     start, text = c.start, chunk_text
     prev = layout.before(c.doc_id, c.start, c.end) if "before" in seen.sides else None
-    if prev is not None and prev.end >= c.start and prev.chunk_id in text_of:
-        start, text = prev.start, text_of[prev.chunk_id][: c.start - prev.start] + text
+    if prev is not None and prev.chunk_id in text_of:
+        ptext, _, gap = text_of[prev.chunk_id]
+        if prev.end >= c.start:
+            start, text = prev.start, ptext[: c.start - prev.start] + text
+        elif gap is not None and len(gap) >= c.start - prev.end:
+            start, text = prev.start, ptext + gap[: c.start - prev.end] + text
     nxt = layout.after(c.doc_id, c.start, c.end) if "after" in seen.sides else None
-    if nxt is not None and nxt.start <= c.end and nxt.chunk_id in text_of:
-        text += text_of[nxt.chunk_id][c.end - nxt.start:]
+    if nxt is not None and nxt.chunk_id in text_of:
+        ntext, gap, _ = text_of[nxt.chunk_id]
+        if nxt.start <= c.end:
+            text += ntext[c.end - nxt.start:]
+        elif gap is not None and len(gap) >= nxt.start - c.end:
+            text += gap[len(gap) - (nxt.start - c.end):] + ntext
     return None if len(text) == len(chunk_text) else (start, text)
 
 

@@ -60,7 +60,8 @@ def window_passages(diagnoses: pd.DataFrame, judgements: pd.DataFrame, passages:
                   if n is not None}
     table = index_chunks(index_dir).take(pa.array([rows[c] for c in sorted(neighbours) if c in rows],
                                                   type=pa.int64()))
-    text_of = dict(zip(table.column("chunk_id").to_pylist(), table.column("text").to_pylist()))
+    text_of = dict(zip(table.column("chunk_id").to_pylist(),
+                       zip(*(table.column(c).to_pylist() for c in ("text", "gap_before", "gap_after")))))
     out = []
     for s in seen:
         joined = window(s, layout, text_of, known[s.chunk.chunk_id][1])
