@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from ragspan.tasks.core.text import content_norms
 
@@ -41,6 +42,9 @@ SUPPORTING = frozenset({"correct", "rank_failure", "retrieval_miss"})
 # separators a chunker drops (blank lines, a page break, markup) are short; a longer stretch
 # no chunk covers is text the corpus index left out, not part of one piece of evidence.
 MAX_GAP = 200
+# Characters on each side of a chunk edge in which a cut piece of evidence is looked for
+# before any judge call (a long sentence; words_across).
+NEAR_EDGE = 400
 # Tiers of a part of the evidence, best first: the label a failed claim takes is its worst.
 _TIER_LABEL = ("correct", "rank_failure", "retrieval_miss")
 
@@ -97,6 +101,7 @@ class Seen:
     in_context: bool
     score: float | None
     sides: tuple[str, ...]  # "before", "after"
+    claim: str = ""
 
 
 def reaches(text: str, offset: int, edge: int, forward: bool) -> bool:
@@ -143,7 +148,45 @@ def _probability(j: dict) -> float:
 
 def _seen(d: dict, j: dict, chunk: Chunk, sides: tuple[str, ...]) -> Seen:
     return Seen(d["claim_id"], d["question_id"], j["source"], chunk, j["rank"], bool(j["in_context"]),
-                j["score"], sides)
+                j["score"], sides, d["claim"])
+
+
+def words_across(claim: str, near_seen: str, near_other: str) -> bool:
+    """Whether the text on each side of an edge holds a claim word the other side lacks —
+    what a cut needs (cut_at), checked before the judge reads a window: a neighbour that
+    adds none of the claim's words cannot complete its evidence."""
+    words = _claim_words(claim)
+    other = words.intersection(content_norms(near_other))
+    if not other:  # most neighbours: nothing of the claim at all (the seen side is not read)
+        return False
+    seen = words.intersection(content_norms(near_seen))
+    return bool(seen - other) and bool(other - seen)
+
+
+@lru_cache(maxsize=4096)
+def _claim_words(claim: str) -> frozenset[str]:
+    return frozenset(content_norms(claim))
+
+
+def near_edges(seen: Seen, layout: Layout, text_of: dict[str, tuple[str, str | None, str | None]],
+               chunk_text: str) -> Seen:
+    """`seen` with only the sides where words_across holds for the NEAR_EDGE characters on
+    each side of the chunk's edge (the neighbour's text beyond the edge, not its overlap)."""
+    c, sides = seen.chunk, []
+    for side in seen.sides:
+        n = layout.before(c.doc_id, c.start, c.end) if side == "before" else layout.after(c.doc_id, c.start, c.end)
+        if n is None or n.chunk_id not in text_of:
+            continue
+        ntext = text_of[n.chunk_id][0]
+        if side == "before":
+            other = ntext[: max(0, c.start - n.start)][-NEAR_EDGE:]
+            mine = chunk_text[:NEAR_EDGE]
+        else:
+            other = ntext[max(0, c.end - n.start):][:NEAR_EDGE]
+            mine = chunk_text[-NEAR_EDGE:]
+        if words_across(seen.claim, mine, other):
+            sides.append(side)
+    return replace(seen, sides=tuple(sides))
 
 
 def gaps_between(starts: list[int], ends: list[int], text: str) -> tuple[list[str | None], list[str | None]]:

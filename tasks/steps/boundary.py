@@ -15,15 +15,17 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 from ragspan.tasks.core import schemas
 from ragspan.tasks.core.chunk_split import (
+    RECHECK_FAILED,
+    SUPPORTING,
     Chunk,
     Layout,
     cut_at,
     label_of_split,
+    near_edges,
     passages_to_recheck,
     window,
 )
@@ -41,17 +43,30 @@ def _layout(index_dir: str) -> tuple[Layout, dict[str, int]]:
     return Layout(map(Chunk, ids, docs, starts, ends)), {c: i for i, c in enumerate(ids)}
 
 
-def _chunk_texts(passages: pd.DataFrame) -> dict[str, tuple[Chunk, str]]:
-    """chunk_id → (place, text) of every document passage judged (retrieved or corpus hit)."""
-    p = passages[passages["source"] != "reference"]
+def _chunk_texts(passages: pd.DataFrame, chunk_ids: set[str]) -> dict[str, tuple[Chunk, str]]:
+    """chunk_id → (place, text) of these document passages judged (retrieved or corpus hits)."""
+    p = passages[(passages["source"] != "reference") & passages["chunk_id"].isin(chunk_ids)]
     return {cid: (Chunk(cid, doc, int(start), int(start) + len(text)), text)
             for cid, doc, start, text in zip(p["chunk_id"], p["doc_id"], p["passage_start"], p["passage_text"])}
+
+
+def _candidates(diagnoses: pd.DataFrame, judgements: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Only what passages_to_recheck can use, column-wise (a shard holds ~10 judgements per
+    claim): the failed claims' judgements, and the supported claims' deciding ones."""
+    failed = diagnoses["label"].isin(RECHECK_FAILED)
+    supported = diagnoses[diagnoses["label"].isin(SUPPORTING) & diagnoses["chunk_id"].notna()]
+    j = judgements[judgements["error"].isna() & judgements["source"].isin(("retrieved", "corpus"))]
+    deciding = pd.MultiIndex.from_arrays([supported["claim_id"], supported["chunk_id"]])
+    mine = j["claim_id"].isin(set(diagnoses.loc[failed, "claim_id"])).to_numpy() | pd.MultiIndex.from_arrays(
+        [j["claim_id"], j["chunk_id"]]).isin(deciding)
+    return diagnoses[failed | diagnoses["claim_id"].isin(supported["claim_id"])], j[mine]
 
 
 def window_passages(diagnoses: pd.DataFrame, judgements: pd.DataFrame, passages: pd.DataFrame,
                     index_dir: str) -> pd.DataFrame:
     """The windows to judge, as a Passages table (one row per claim and passage joined)."""
-    known = _chunk_texts(passages)
+    diagnoses, judgements = _candidates(diagnoses, judgements)
+    known = _chunk_texts(passages, set(judgements["chunk_id"]))
     seen = passages_to_recheck(schemas.records(diagnoses, missing_as_none=True),
                                schemas.records(judgements, missing_as_none=True), known)
     layout, rows = _layout(index_dir)
@@ -64,7 +79,8 @@ def window_passages(diagnoses: pd.DataFrame, judgements: pd.DataFrame, passages:
                        zip(*(table.column(c).to_pylist() for c in ("text", "gap_before", "gap_after")))))
     out = []
     for s in seen:
-        joined = window(s, layout, text_of, known[s.chunk.chunk_id][1])
+        s = near_edges(s, layout, text_of, known[s.chunk.chunk_id][1])  # no judge call where no cut can be
+        joined = window(s, layout, text_of, known[s.chunk.chunk_id][1]) if s.sides else None
         if joined is not None:
             out.append({"question_id": s.question_id, "claim_id": s.claim_id, "source": s.source,
                         "chunk_id": s.chunk.chunk_id, "doc_id": s.chunk.doc_id, "passage_start": joined[0],
@@ -78,7 +94,7 @@ def mark_splits(diagnosed: tuple[pd.DataFrame, pd.DataFrame], across: pd.DataFra
     """(Diagnoses, AnswerSpans, the window judgements to keep: those that decided a split,
     and judge failures, so an answer hit by an outage is tried again)."""
     diagnoses, answer_spans = diagnosed
-    known = _chunk_texts(passages)
+    known = _chunk_texts(passages, set(across["chunk_id"]))
     layout = _layout(index_dir)[0]
     windows = schemas.records(across, missing_as_none=True)
     claims = dict(zip(diagnoses["claim_id"], diagnoses["claim"]))
@@ -93,7 +109,11 @@ def mark_splits(diagnosed: tuple[pd.DataFrame, pd.DataFrame], across: pd.DataFra
                       known[j["chunk_id"]][0], layout)
         if edge is not None:
             found[j["claim_id"]] = (j, edge)
-    retrieved = _retrieved_by_question(passages)
+    errors = across[across["error"].notna()]
+    if not found:  # the usual case: nothing cut, the tables pass through
+        return diagnoses, answer_spans, errors.reset_index(drop=True)
+    questions = set(diagnoses.loc[diagnoses["claim_id"].isin(found), "question_id"])
+    retrieved = _retrieved_by_question(passages[passages["question_id"].isin(questions)])
     texts = dict(zip(answers["question_id"], answers["answer"]))
     rows, marked = [], []
     for d in schemas.records(diagnoses, missing_as_none=True):
@@ -106,9 +126,9 @@ def mark_splits(diagnosed: tuple[pd.DataFrame, pd.DataFrame], across: pd.DataFra
     kept_spans = answer_spans[~answer_spans["claim_id"].isin(found)]
     answer_spans = pd.concat([kept_spans, schemas.table(marked, schemas.AnswerSpans, written=False)],
                              ignore_index=True) if marked else kept_spans.reset_index(drop=True)
-    deciding = {(j["claim_id"], j["chunk_id"]) for j, _ in found.values()}
-    keep = across["error"].notna().to_numpy() | np.array(
-        [(c, k) in deciding for c, k in zip(across["claim_id"], across["chunk_id"])], dtype=bool)
+    deciding = pd.MultiIndex.from_tuples([(j["claim_id"], j["chunk_id"]) for j, _ in found.values()])
+    keep = across["error"].notna() | pd.MultiIndex.from_arrays([across["claim_id"], across["chunk_id"]]).isin(
+        deciding)
     return (schemas.table(rows, schemas.Diagnoses, written=False), answer_spans,
             across[keep].reset_index(drop=True))
 
