@@ -13,7 +13,10 @@ The rule (docs/design.md §2, decisions.md #35):
   reaches an edge of its chunk (across that edge only). A `rank_failure` or
   `retrieval_miss` whose quote sits inside its chunk has its evidence whole in that chunk.
 - **Window**: the chunk joined with the neighbouring chunk(s) of the same document, as one
-  passage; the quote is placed in it and mapped to document offsets like any other.
+  passage (across a stretch no chunk covers of up to MAX_GAP characters); the quote is
+  placed in it and mapped to document offsets like any other. Judged only on the sides
+  where the NEAR_EDGE characters on each side of the edge each hold a claim word the other
+  lacks (words_across): elsewhere no cut can be, and no judge call is spent.
 - **Cut**: a `supported` verdict on the window, at or above the threshold, whose quote
   crosses an edge of the chunk, where no chunk overlapping the quote holds within it every
   claim word the quote holds. `split_at` = the edge crossed (the chunk's start or end).
