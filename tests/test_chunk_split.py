@@ -75,6 +75,8 @@ def test_neighbours_follow_document_order_and_skip_other_documents():
     assert layout.after("d", 50, 90).chunk_id == "d3"
     assert layout.before("d", 0, 50) is None and layout.after("x", 0, 10) is None
     assert [c.chunk_id for c in layout.overlapping("d", 45, 85)] == ["d1", "d2", "d3"]
+    # an overlapping chunk that starts with this one and runs on past it follows it
+    assert Layout([Chunk("a", "d", 0, 40), Chunk("b", "d", 0, 90)]).after("d", 0, 40).chunk_id == "b"
 
 
 def test_a_failed_split_claim_takes_the_worst_placed_parts_label_and_a_supported_one_keeps_its_own():

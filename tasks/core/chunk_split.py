@@ -80,9 +80,10 @@ class Layout:
         return chunks[i - 1] if i else None
 
     def after(self, doc_id: str, start: int, end: int) -> Chunk | None:
-        """The chunk that follows [start, end): the first starting later and ending later."""
+        """The chunk that follows [start, end): the first starting no earlier and ending later
+        (with overlapping chunks, one that starts where this one does can run on past it)."""
         chunks = self._by_doc.get(doc_id, [])
-        for c in chunks[bisect.bisect_right(self._starts.get(doc_id, []), start):]:
+        for c in chunks[bisect.bisect_left(self._starts.get(doc_id, []), start):]:
             if c.end > end:
                 return c
         return None
