@@ -172,6 +172,7 @@ def _claim_words(claim: str) -> frozenset[str]:
     return frozenset(content_norms(claim))
 
 
+
 def near_edges(seen: Seen, layout: Layout, text_of: dict[str, tuple[str, str | None, str | None]],
                chunk_text: str) -> Seen:
     """`seen` with only the sides where words_across holds for the NEAR_EDGE characters on

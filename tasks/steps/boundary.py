@@ -46,8 +46,8 @@ def _layout(index_dir: str) -> tuple[Layout, dict[str, int]]:
 def _chunk_texts(passages: pd.DataFrame, chunk_ids: set[str]) -> dict[str, tuple[Chunk, str]]:
     """chunk_id → (place, text) of these document passages judged (retrieved or corpus hits)."""
     p = passages[(passages["source"] != "reference") & passages["chunk_id"].isin(chunk_ids)]
-    return {cid: (Chunk(cid, doc, int(start), int(start) + len(text)), text)
-            for cid, doc, start, text in zip(p["chunk_id"], p["doc_id"], p["passage_start"], p["passage_text"])}
+    columns = (p[c].tolist() for c in ("chunk_id", "doc_id", "passage_start", "passage_text"))  # not Arrow iteration
+    return {cid: (Chunk(cid, doc, int(start), int(start) + len(text)), text) for cid, doc, start, text in zip(*columns)}
 
 
 def _candidates(diagnoses: pd.DataFrame, judgements: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -67,8 +67,12 @@ def window_passages(diagnoses: pd.DataFrame, judgements: pd.DataFrame, passages:
     """The windows to judge, as a Passages table (one row per claim and passage joined)."""
     diagnoses, judgements = _candidates(diagnoses, judgements)
     known = _chunk_texts(passages, set(judgements["chunk_id"]))
-    seen = passages_to_recheck(schemas.records(diagnoses, missing_as_none=True),
-                               schemas.records(judgements, missing_as_none=True), known)
+    # only the columns the rule reads: a judgement's quote, reason and marks are long strings
+    seen = passages_to_recheck(
+        schemas.records(diagnoses[["claim_id", "question_id", "claim", "label", "chunk_id", "char_start",
+                                   "char_end"]], missing_as_none=True),
+        schemas.records(judgements[["claim_id", "source", "error", "chunk_id", "support", "confidence", "rank",
+                                    "in_context", "score"]], missing_as_none=True), known)
     layout, rows = _layout(index_dir)
     neighbours = {n.chunk_id for s in seen for n in (layout.before(s.chunk.doc_id, s.chunk.start, s.chunk.end),
                                                       layout.after(s.chunk.doc_id, s.chunk.start, s.chunk.end))
