@@ -10,6 +10,8 @@ counts in both the numerator and the denominator. metrics.json holds it under
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
 from ragspan.tasks.core.taxonomy import FAILURE_LABELS, JUDGED_LABELS
@@ -80,3 +82,12 @@ def chunker_line(metrics: dict) -> str | None:
     return (f"{c['claims']} claims had their evidence cut by a chunk boundary (`chunk_split`): "
             f"{c['share']:.1%} of failures{interval}; labelled {labels}. Stage to fix: chunking "
             "(boundaries, overlap).")
+
+
+def cut_evidence_html(doc: str, s: int, e: int, split_at: int | None, escape: Callable[[str], str]) -> str:
+    """doc[s:e], escaped, with the chunk boundary at `split_at` drawn where it falls inside
+    (report.html's highlight of a cut claim's evidence)."""
+    if split_at is None or not s < split_at < e:
+        return escape(doc[s:e])
+    return (f'{escape(doc[s:split_at])}<span class="cut" data-split-at="{split_at}" '
+            f'title="chunk boundary at {split_at}"></span>{escape(doc[split_at:e])}')

@@ -39,7 +39,7 @@ from ragspan.tasks.core.schemas import records
 from ragspan.tasks.core.taxonomy import COLORS as LABEL_COLORS
 from ragspan.tasks.core.taxonomy import FIX_FOR, LABELS, STAGES
 from ragspan.tasks.reporting import charts, stats
-from ragspan.tasks.reporting.chunker import chunker_line
+from ragspan.tasks.reporting.chunker import chunker_line, cut_evidence_html
 from ragspan.tasks.reporting.findings import concentration, concentration_text, fix_order
 from ragspan.tasks.reporting.formatting import cascade_note
 from ragspan.tasks.reporting.formatting import int_or_none as _int
@@ -306,19 +306,11 @@ def _evidence_html(ev: dict, texts: dict[str, str], cutoff: int | None, decides:
     tag = '<b class="decides-tag">deciding evidence</b> · ' if decides else ""
     mark = (f'<mark class="ev{" decides" if decides else ""}" data-doc="{_e(doc_id)}" data-start="{s}" '
             f'data-end="{e}" data-claim="{_e(ev["claim_id"])}"{" data-decides" if decides else ""}>'
-            f"{_cut_text(doc, s, e, split_at)}</mark>")
+            f"{cut_evidence_html(doc, s, e, split_at, _e)}</mark>")
     return (f'<div class="ev{" decides" if decides else ""}"><p class="src">{tag}<b>{_e(doc_id)}</b> · chunk '
             f'{_e(ev.get("chunk_id"))} · {where}{verdict}{match} · chars [{s}, {e})</p>'
             f'<pre class="doc">{"…" if lo else ""}{_e(doc[lo:s])}{mark}{_e(doc[e:hi])}'
             f'{"…" if hi < len(doc) else ""}</pre></div>')
-
-
-def _cut_text(doc: str, s: int, e: int, split_at: int | None) -> str:
-    """doc[s:e], escaped, with the chunk boundary at `split_at` drawn where it falls inside."""
-    if split_at is None or not s < split_at < e:
-        return _e(doc[s:e])
-    return (f'{_e(doc[s:split_at])}<span class="cut" data-split-at="{split_at}" '
-            f'title="chunk boundary at {split_at}"></span>{_e(doc[split_at:e])}')
 
 
 def _same_span(a: dict, b: dict) -> bool:
