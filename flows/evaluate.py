@@ -1,5 +1,6 @@
 """The evaluate flow: load → reuse known answers → per shard of the others [decompose →
-extract → validate offsets → corpus-wide search → extract → validate offsets → diagnose]
+extract → validate offsets → corpus-wide search → extract → validate offsets → diagnose →
+chunk windows → extract → validate offsets → chunk split]
 → remember → report. Wiring only.
 
 Each step is its own cached Prefect task; a shard's chain is one submitted task, so
@@ -33,6 +34,7 @@ from ragspan.tasks.judges.base import JudgeSpec
 from ragspan.tasks.judges.local import set_processes
 from ragspan.tasks.reporting.artifacts import publish_artifacts
 from ragspan.tasks.reporting.report import report
+from ragspan.tasks.steps.boundary import chunk_split, chunk_windows
 from ragspan.tasks.steps.corpus_search import build_index, corpus_search
 from ragspan.tasks.steps.decompose import decompose
 from ragspan.tasks.steps.diagnose import diagnose
@@ -48,8 +50,12 @@ def evaluate_shard(shard: Shard, spec: JudgeSpec, index_dir: str, top_k: int, th
     judged = step.run(validate_offsets, step.run(extract, claims, shard.passages, spec, code), code)
     hits = step.run(corpus_search, claims, judged, shard.passages, index_dir, top_k, thr, code)
     searched = step.run(validate_offsets, step.run(extract, claims, hits, spec, code), code)
-    return step.result(claims, judged, searched,
-                       step.run(diagnose, claims, judged, searched, shard.answers, thr, band, code))
+    diagnoses, marked = step.run(diagnose, claims, judged, searched, shard.answers, thr, band, code)
+    # evidence cut by a chunk boundary: the claims' passages joined with their neighbours
+    windows = step.run(chunk_windows, diagnoses, judged, searched, shard.passages, hits, index_dir, code)
+    across = step.run(validate_offsets, step.run(extract, claims, windows, spec, code), code)
+    return step.result(claims, judged, searched, step.run(chunk_split, diagnoses, marked, across, shard.passages,
+                                                          hits, shard.answers, index_dir, thr, band, code))
 
 
 @flow(name="evaluate", log_prints=False,

@@ -27,7 +27,7 @@ from ragspan.tasks.io.state import step_results_dir
 from ragspan.tasks.judges.base import JudgeStats
 from ragspan.tasks.steps.validate_offsets import spans_from_judgements
 
-FIRST_STEP, LAST_STEP = "decompose", "diagnose"
+FIRST_STEP, LAST_STEP = "decompose", "chunk-split"
 
 
 _TIMINGS_LOCK = threading.Lock()
@@ -86,9 +86,10 @@ class StepLedger:
 
     def result(self, claims: Any, judged: Any, searched: Any, diagnosed: Any) -> ShardResult:
         """What the shard hands on: its output tables, stats, task states, answers to retry.
-        `diagnosed`: the diagnose step's (diagnoses, answer spans)."""
-        both = pd.concat([judged, searched], ignore_index=True)
-        diagnoses, answer_spans = diagnosed
+        `diagnosed`: the last step's (diagnoses, answer spans[, judgements of its own: the
+        window judgements that decided a chunk split, tasks/steps/boundary.py])."""
+        diagnoses, answer_spans, *more = diagnosed
+        both = pd.concat([judged, searched, *more], ignore_index=True)
         return ShardResult(claims, spans_from_judgements(both), diagnoses, self.stats, self.summary(),
                            answers_to_retry(claims, both), answer_spans)
 

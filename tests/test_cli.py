@@ -144,9 +144,9 @@ def test_a_second_evaluate_says_every_answer_came_from_the_answer_store(tmp_path
     args = ["evaluate", "--data", str(SAMPLE), "--run", "baseline", "--progress", "none"]
     assert main([*args, "--out", str(tmp_path / "a")]) == 0
     first = capsys.readouterr().out
-    assert "answers reused from the answer store: 0 of 36" in first and "judge calls: 0 " not in first
+    assert "answers reused from the answer store: 0 of 38" in first and "judge calls: 0 " not in first
     assert main([*args, "--out", str(tmp_path / "b")]) == 0
     second = capsys.readouterr().out
-    assert "answers reused from the answer store: 36 of 36" in second
+    assert "answers reused from the answer store: 38 of 38" in second
     assert "tasks: none ran" in second and "judge calls: 0 " in second
-    assert read_results(tmp_path / "b")["judge"]["answers_reused"] == 36
+    assert read_results(tmp_path / "b")["judge"]["answers_reused"] == 38

@@ -120,12 +120,12 @@ def test_verbose_shows_step_timings_and_cache_decisions(user_ws, capsys):
     assert main([*args, "--verbose"]) == 0
     first = capsys.readouterr().err
     assert "validated-inputs cache: miss" in first and "to be built" in first
-    assert "answer store: 0 of 36 answers reused" in first
+    assert "answer store: 0 of 38 answers reused" in first
     assert "step extract" in first and "Completed" in first
     assert main([*args, "-v"]) == 0
     second = capsys.readouterr().err
     assert "validated-inputs cache: hit" in second and "reused (" in second
-    assert "answer store: 36 of 36 answers reused" in second
+    assert "answer store: 38 of 38 answers reused" in second
     assert "step report" in second and "step extract" not in second  # no step ran
     assert main(args) == 0
     assert "[verbose]" not in capsys.readouterr().err
@@ -176,7 +176,7 @@ def test_local_server_is_started_once_reused_and_stopped(user_ws, tmp_path):
         assert info["healthy"] and info["idle_stop_s"] > 0
         second = run("evaluate", "--data", "mydata", "--quiet", "--progress", "none", "--verbose")
         assert second.returncode == 0 and f"{info['url']} (reused" in second.stderr
-        assert "answer store: 36 of 36" in second.stderr
+        assert "answer store: 38 of 38" in second.stderr
         stop = run("server", "stop")
         assert stop.returncode == 0 and f"pid {info['pid']}" in stop.stdout
         assert run("server", "status").returncode == 1

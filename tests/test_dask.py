@@ -95,7 +95,7 @@ def test_a_separate_dask_cluster_gives_the_same_diagnoses_and_checks_shared_stat
             for name, p in runs.items():
                 _, err = p.communicate(timeout=300)
                 assert p.returncode == 0, f"{name} runner failed:\n{err[-3000:]}"
-            assert _same_diagnoses(tmp_path / "thread", tmp_path / "dask") == 84
+            assert _same_diagnoses(tmp_path / "thread", tmp_path / "dask") == 86
             executed = client.run(lambda dask_worker: dask_worker.state.executed_count)
             assert min(executed.values()) > 0 and sum(executed.values()) == 4, executed  # both workers ran shards
 

@@ -43,6 +43,11 @@ def test_sample_yields_every_label_and_the_expected_ones(sample_results):
                              known["judged_source_conflict"])), wrong[
         ["question_id", "claim", "label_expected", "label", "source_conflict", "reason"]].to_string()
     assert set(diagnoses["label"]) == set(schemas.LABELS)
+    # the claims whose evidence a chunk boundary cuts, exactly (data/sample/README.md)
+    cut = merged.loc[merged["chunk_split_expected"], ["question_id", "claim"]]
+    assert sorted(map(tuple, cut.to_numpy())) == sorted(
+        map(tuple, merged.loc[merged["chunk_split"].astype(bool), ["question_id", "claim"]].to_numpy()))
+    assert metrics["chunk_split"]["claims"] == len(cut) >= 1
     assert metrics["labels"]["unjudged"]["count"] == (diagnoses["label"] == "unjudged").sum() >= 1
 
 

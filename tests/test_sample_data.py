@@ -93,6 +93,9 @@ def test_every_expected_row_is_a_claim_of_an_existing_answer():
         assert r["claim"] and r["claim"] == r["claim"].strip() and r["claim"] in answers[r["question_id"]], where
         assert r["source_conflict"] in ("true", "false"), where
         assert r["source_conflict"] == "false" or r["label"] == "correct", where
+        assert r["chunk_split"] in ("true", "false"), where
+        # a cut claim's evidence stands in the document: never a hallucination or a misreading
+        assert r["chunk_split"] == "false" or r["label"] in ("correct", "rank_failure", "retrieval_miss"), where
     assert set(CLAIMS) == set(answers), "every answer has expected claims"
 
 
@@ -235,3 +238,4 @@ def test_the_readme_numbers_are_the_data():
     for label in LABELS:
         assert stated(rf"^\| {label} \| (\d+)") == labels[label], label
     assert stated(r"(\d+) of them with `source_conflict`") == sum(r["source_conflict"] == "true" for r in EXPECTED)
+    assert stated(r"(\d+) of them with `chunk_split`") == sum(r["chunk_split"] == "true" for r in EXPECTED) >= 1

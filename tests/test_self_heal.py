@@ -78,7 +78,7 @@ def test_one_corrupt_file_in_any_store_costs_a_rebuild_and_one_line_never_a_labe
     # The answer store healed: the next run reuses every answer again, in silence.
     again = tmp_path / "again"
     metrics = evaluate(data_dir=str(SAMPLE), run="baseline", out_dir=str(again))
-    assert metrics["judge"]["answers_reused"] == 36 and _labels(again) == clean
+    assert metrics["judge"]["answers_reused"] == 38 and _labels(again) == clean
     assert "warning: " not in capfd.readouterr().err
     # Step results: one half-written by a killed run, one whose payload changed (still
     # valid JSON). Moved aside by the sweep; the steps run again; the same labels.

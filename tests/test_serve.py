@@ -65,7 +65,7 @@ def test_demo_rag_is_deterministic_and_makes_every_mistake(demo_runs):
     records, intended = demo_runs["v1"]
     assert demo_runs["v1-again"] == demo_runs["v1"]
     assert set(intended.values()) == KINDS
-    assert len(records) == 36 and all(r["retrieved"] and r["answer"] for r in records)
+    assert len(records) == 38 and all(r["retrieved"] and r["answer"] for r in records)
     assert all(r["context_k"] == 2 for r in records)
 
 
@@ -327,7 +327,7 @@ def test_index_rebuilt_event_runs_evaluates_and_records(tmp_path):
         # (one swapped number that a below-cutoff chunk seems to support: rank_failure)
         want = {k: list(intended.values()).count(k) for k in KINDS}
         assert sum(abs(h1["counts"].get(k, 0) - want[k]) for k in KINDS) <= 2, (h1["counts"], want)
-        assert metrics["claims"] == 36 and metrics["labels"]["rank_failure"]["count"] > 0
+        assert metrics["claims"] == 38 and metrics["labels"]["rank_failure"]["count"] > 0
 
         # 2. rebuild the index as v2, notify twice at once: the runs queue, both complete
         cli("demo-rag", "index", "--data", "data", "--index", "demo", "--version", "v2")

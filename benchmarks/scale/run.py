@@ -54,7 +54,8 @@ sys.path.insert(0, str(HERE))
 PY = sys.executable
 RAGSPAN = str(Path(PY).parent / "ragspan")
 QUICK = "1000x100,3000x300,10000x1000"
-STEPS = ("load", "build-index", "decompose", "extract", "validate-offsets", "corpus-search", "diagnose", "report")
+STEPS = ("load", "build-index", "decompose", "extract", "validate-offsets", "corpus-search", "diagnose",
+         "chunk-windows", "chunk-split", "report")
 
 
 # ------------------------------------------------------------------ measuring a process
@@ -171,6 +172,7 @@ def child_steps(ws: Path, home: Path) -> dict:
     from ragspan.tasks.io.load import load_workspace
     from ragspan.tasks.judges import judge_spec, make_judge, support_threshold
     from ragspan.tasks.reporting.report import write_results
+    from ragspan.tasks.steps.boundary import mark_splits, window_passages
     from ragspan.tasks.steps.corpus_search import (
         build_index_dir,
         claims_needing_search,
@@ -214,6 +216,17 @@ def child_steps(ws: Path, home: Path) -> dict:
         searched, _ = t("validate-offsets", judgements_from_candidates, cand2)
         diag, marked = t("diagnose", diagnose_claims, claims, [judged, searched], thr,
                          settings.judge.uncertainty_band, sh.answers[["question_id", "answer"]])
+        # evidence cut by a chunk boundary (tasks/steps/boundary.py): windows, their judge
+        # pass and the flags, all timed as the chunk split's cost
+        seen = pd.concat([sh.passages, hits], ignore_index=True)
+        windows = t("chunk-windows", window_passages, diag, pd.concat([judged, searched], ignore_index=True),
+                    seen, index)
+        cand3, _ = t("chunk-split", candidates_for_claims, claims, windows, judge)
+        across, _ = t("chunk-split", judgements_from_candidates, cand3)
+        diag, marked, _kept = t("chunk-split", mark_splits, (diag, marked), across, seen,
+                                sh.answers[["question_id", "answer"]], index, thr, settings.judge.uncertainty_band)
+        times["pairs_judged"] = times.get("pairs_judged", 0) + len(cand) + len(cand2)
+        times["window_pairs_judged"] = times.get("window_pairs_judged", 0) + len(windows)
         claims_all.append(claims)
         marked_all.append(marked)
         judged_all += [judged, searched]
@@ -283,7 +296,9 @@ def measure(work: Path, chunks: int, answers: int, repeats: int, runner: str, re
         shutil.rmtree(home, ignore_errors=True)
     cold = median([r["wall_s"] for r in res["cold"]])
     floor = median([f["wall_s"] for f in res["floor"]])
-    pure_total = round(sum(v for k, v in res["pure"].items() if k not in ("wall_s", "peak_rss_mb")), 2)
+    counts = ("wall_s", "peak_rss_mb", "pairs_judged", "window_pairs_judged")
+    pure_total = round(sum(v for k, v in res["pure"].items() if k not in counts), 2)
+    split_s = round(res["pure"].get("chunk-windows", 0.0) + res["pure"].get("chunk-split", 0.0), 2)
     res["summary"] = {
         "claims": res["cold"][0]["claims"],
         "cold_s": cold,
@@ -298,6 +313,12 @@ def measure(work: Path, chunks: int, answers: int, repeats: int, runner: str, re
         "before_flow_s": median([r.get("before_flow_s", 0.0) for r in res["cold"]]),
         "pure_steps_s": {k: res["pure"].get(k, 0.0) for k in STEPS},
         "flow_steps_s": {k: median([r.get("flow_steps_s", {}).get(k, 0.0) for r in res["cold"]]) for k in STEPS},
+        # issue 30: the chunk split's own cost (windows, their judge pass, the flags), pure
+        "chunk_split_s": split_s,
+        "chunk_split_share_of_pure": round(split_s / pure_total, 4) if pure_total else None,
+        "chunk_split_share_of_cold": round(split_s / cold, 4) if cold else None,
+        "pairs_judged": res["pure"].get("pairs_judged"),
+        "window_pairs_judged": res["pure"].get("window_pairs_judged"),
     }
     if reruns:
         res["summary"].update(
@@ -360,10 +381,18 @@ def table(results: list[dict]) -> str:
                      + " | ".join(str(s["pure_steps_s"][k]) for k in STEPS) + " |")
         lines.append(f"| {r['chunks']:,} × {r['answers']:,} in flow | "
                      + " | ".join(str(s["flow_steps_s"][k]) for k in STEPS) + " |")
+    lines += ["", "| chunks × answers | chunk split s (pure) | of pure total | of cold | window pairs / pairs judged |",
+              "|---|---:|---:|---:|---:|"]
+    for r in results:
+        s = r["summary"]
+        lines.append(f"| {r['chunks']:,} × {r['answers']:,} | {s['chunk_split_s']} | "
+                     f"{s['chunk_split_share_of_pure']:.1%} | {s['chunk_split_share_of_cold']:.1%} | "
+                     f"{s['window_pairs_judged']:,} / {s['pairs_judged']:,} |")
     return "\n".join(lines)
 
 
-COLORS = ("#1565c0", "#2e7d32", "#f9a825", "#6a1b9a", "#c62828", "#ef6c00", "#00838f", "#5d4037", "#000000")
+COLORS = ("#1565c0", "#2e7d32", "#f9a825", "#6a1b9a", "#c62828", "#ef6c00", "#00838f", "#5d4037", "#0d47a1",
+          "#ad1457", "#000000")
 
 
 def plot_svg(results: list[dict], g: dict) -> str:

@@ -231,5 +231,5 @@ def register(subparsers) -> None:
     p.add_argument("--fail-on", action="append", metavar="RULES",
                    help="exit 1 when B is worse than A by these rules (comma-separated, repeatable): "
                         "LABEL:Npp (e.g. hallucination:2pp, any:5pp), significant[:LABEL], "
-                        "correct-lost[:N]; see docs/ci.md")
+                        "correct-lost[:N], unsupported-chars:Npp, chunk-split:Npp|N; see docs/ci.md")
     p.set_defaults(func=cmd_compare)

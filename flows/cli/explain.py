@@ -99,7 +99,8 @@ def explain_claim(diag, spans, claims, texts: dict[str, str] | None, width: int,
     question = claims.loc[claims["claim_id"] == cid, "question"]
     if len(question) and isinstance(question.iloc[0], str):
         out.append(f"  question: {question.iloc[0]}")
-    flags = [f for f, on in (("uncertain", diag.get("uncertain")), ("source conflict", diag.get("source_conflict"))) if on]
+    flags = [f for f, on in (("uncertain", diag.get("uncertain")), ("source conflict", diag.get("source_conflict")),
+                             ("chunk split", _is_split(diag))) if on]
     prob = diag.get("support_probability")
     prob_txt = f", P(supported) {prob:.2f}" if not _missing(prob) else ""
     out.append(f"label: {diag['label']}{prob_txt}" + (f"  [{', '.join(flags)}]" if flags else ""))
@@ -111,6 +112,8 @@ def explain_claim(diag, spans, claims, texts: dict[str, str] | None, width: int,
         row = mine[is_deciding].iloc[0].to_dict() if is_deciding.any() else _deciding(diag)
         out.append(f"deciding evidence: {_evidence_line(row)}")
         out.append("  " + _quote(row, texts, width, color))
+        if _is_split(diag) and not _missing(diag.get("split_at")):
+            out.append("  " + _boundary(diag, texts, width))
         if isinstance(row.get("reason"), str) and row["reason"]:
             out.append(f"  judge: {row['reason']}")
     else:
@@ -124,6 +127,23 @@ def explain_claim(diag, spans, claims, texts: dict[str, str] | None, width: int,
             if isinstance(row.get("reason"), str) and row["reason"]:
                 out.append(f"    judge: {row['reason']}")
     return "\n".join(out)
+
+
+def _is_split(diag) -> bool:
+    """Whether a chunk boundary cut the claim's evidence (False for results written before issue 30)."""
+    v = diag.get("chunk_split")
+    return not _missing(v) and bool(v)
+
+
+def _boundary(diag, texts: dict[str, str] | None, width: int) -> str:
+    """Where the chunk boundary cuts the evidence: `…left ┃ right…` around document offset split_at."""
+    at, s, e = int(diag["split_at"]), int(diag["char_start"]), int(diag["char_end"])
+    doc = (texts or {}).get(diag["doc_id"])
+    if doc is None:
+        return f"chunk boundary at {at}, inside the evidence [{s}, {e})"
+    half = max(10, width // 2)
+    left, right = " ".join(doc[max(s, at - half):at].split()), " ".join(doc[at:min(e, at + half)].split())
+    return f"chunk boundary at {at}: …{left} ┃ {right}…"
 
 
 def _deciding(diag) -> dict:

@@ -238,12 +238,25 @@ class Diagnoses(pa.DataFrameModel):
     # written before answer spans existed lack them.)
     unsupported_chars: Series[pd.Int64Dtype] | None = pa.Field(nullable=True, ge=0)
     unsupported_share: Series[float] | None = pa.Field(nullable=True, ge=0, le=1)
+    # The deciding evidence crosses a chunk boundary and no single chunk holds it whole
+    # (tasks/core/chunk_split.py); `split_at` is the document offset of that boundary, null
+    # otherwise. (Optional: results written before issue 30 lack them.)
+    chunk_split: Series[bool] | None
+    split_at: Series[pd.Int64Dtype] | None = pa.Field(nullable=True, ge=0)
     byte_start: Series[pd.Int64Dtype] | None = pa.Field(nullable=True, ge=0)
     byte_end: Series[pd.Int64Dtype] | None = pa.Field(nullable=True, ge=0)
 
     class Config:
         strict = True
         coerce = True
+
+    @pa.dataframe_check
+    def split_inside_evidence(cls, df: pd.DataFrame) -> Series[bool]:
+        """A boundary is named only inside the evidence it cuts."""
+        if "split_at" not in df.columns:
+            return pd.Series(True, index=df.index)
+        at = df["split_at"]
+        return at.isna() | ((df["char_start"] < at) & (at < df["char_end"])).fillna(False)
 
 
 ANSWER_SPAN_KINDS = ("unsupported", "contradicted")

@@ -28,6 +28,7 @@ import pandas as pd
 from ragspan.tasks.core.taxonomy import JUDGED_LABELS, LABELS, rank_of
 from ragspan.tasks.errors import QuestionsDiffer
 from ragspan.tasks.reporting.change_kind import HEADLINES, change_kind, worse_title
+from ragspan.tasks.reporting.chunker import chunker_share
 from ragspan.tasks.reporting.formatting import pct as _pct
 from ragspan.tasks.reporting.formatting import pp as _pp
 from ragspan.tasks.reporting.groups import claim_groups  # noqa: F401  (re-exported for flows/cli/compare.py)
@@ -290,6 +291,7 @@ def compare_runs(a: Side, b: Side, force: bool = False, resamples: int = 2000, s
             "only_in_a": only_a, "only_in_b": only_b,
         },
         "answer_chars": answer_char_deltas(a.metrics, b.metrics),
+        "chunk_split": chunk_split_delta(a.diagnoses, b.diagnoses),
         "worse": worse_claims(matched)[cols].to_dict("records"),
         "unjudged_changes": unjudged_changes(matched)[cols].to_dict("records") if len(matched) else [],
     }
@@ -310,6 +312,14 @@ def answer_char_deltas(a: Mapping, b: Mapping) -> dict[str, dict]:
             va, vb = sa.get(name), sb.get(name)
         out[name] = {"a": va, "b": vb, "delta": None if va is None or vb is None else round(vb - va, 4)}
     return out
+
+
+def chunk_split_delta(a: pd.DataFrame, b: pd.DataFrame) -> dict:
+    """The chunker's share of failures (tasks/reporting/chunker.py) in A and B, its change,
+    and the split claims on each side (results written before issue 30 have none)."""
+    sa, sb = chunker_share(a), chunker_share(b)
+    delta = None if sa["share"] is None or sb["share"] is None else round(sb["share"] - sa["share"], 4)
+    return {"a": sa["share"], "b": sb["share"], "delta": delta, "a_claims": sa["claims"], "b_claims": sb["claims"]}
 
 
 def _bad_chars(share: Mapping) -> float | None:
@@ -390,6 +400,12 @@ def _render(result: dict, markdown: bool, limit: int) -> str:
         rows = [[name, _pct(r["a"]), _pct(r["b"]), "—" if r["delta"] is None else _pp(r["delta"])]
                 for name, r in result["answer_chars"].items()]
         lines += _grid(["characters", "A", "B", "Δ"], rows, markdown)
+    cs = result.get("chunk_split") or {}
+    if cs.get("a_claims") or cs.get("b_claims"):
+        lines += ["", h("Evidence cut by a chunk boundary (share of failures)"), ""]
+        lines += _grid(["", "A", "B", "Δ"], [["chunk_split claims", str(cs["a_claims"]), str(cs["b_claims"]), ""],
+                                             ["share of failures", _pct(cs["a"]), _pct(cs["b"]),
+                                              "—" if cs["delta"] is None else _pp(cs["delta"])]], markdown)
     t = result["transitions"]
     lines += ["", h("Transitions of matched claims"), "",
               (f"{t['matched']} claims matched ({t['unchanged']} unchanged); "

@@ -8,6 +8,8 @@ RULES is a comma-separated list (the option may also be repeated); each rule is 
 | `significant` | a judged label got worse and the paired bootstrap marks the change as outside the noise; `significant:LABEL` for one label |
 | `correct-lost` | a matched claim went from `correct` in A to a failure label in B; `correct-lost:N` allows up to N such claims |
 | `unsupported-chars:Npp` | the share of answer characters unsupported or contradicted (metrics.json `answer_chars`) grew by more than N percentage points |
+| `chunk-split:Npp` | the chunker's share of failures (claims whose evidence a chunk boundary cut, metrics.json `chunk_split`) grew by more than N percentage points |
+| `chunk-split:N` | B has more than N claims whose evidence a chunk boundary cut (`chunk-split:0`: none allowed) |
 
 Rates are over judged claims and B is compared with A, as in the rest of `ragspan
 compare`. Improvements never fail a gate. A malformed rule is a usage error (exit 2)
@@ -25,9 +27,11 @@ from typing import Literal
 from ragspan.tasks.core.taxonomy import FAILURE_LABELS, JUDGED_LABELS
 from ragspan.tasks.errors import UsageError
 
-RuleKind = Literal["rate", "significant", "correct_lost", "unsupported_chars"]
+RuleKind = Literal["rate", "significant", "correct_lost", "unsupported_chars", "chunk_split_share",
+                   "chunk_split_count"]
 _RATE = re.compile(r"^(?P<label>[a-z_]+):(?P<n>\d+(?:\.\d+)?)pp$")
 _CHARS = re.compile(r"^unsupported-chars:(?P<n>\d+(?:\.\d+)?)pp$")
+_SPLIT = re.compile(r"^chunk-split:(?:(?P<pp>\d+(?:\.\d+)?)pp|(?P<n>\d+))$")
 
 
 class GateRuleError(UsageError, ValueError):
@@ -56,6 +60,13 @@ def parse_rule(text: str) -> Rule:
         return Rule("unsupported_chars", None, float(m["n"]), rule)
     if rule.startswith("unsupported-chars"):
         raise GateRuleError(f"--fail-on {rule!r}: unsupported-chars takes percentage points, e.g. unsupported-chars:2pp")
+    if m := _SPLIT.match(rule):
+        if m["pp"] is not None:
+            return Rule("chunk_split_share", None, float(m["pp"]), rule)
+        return Rule("chunk_split_count", None, float(m["n"]), rule)
+    if rule.startswith("chunk-split"):
+        raise GateRuleError(f"--fail-on {rule!r}: chunk-split takes percentage points of the failures "
+                            "(chunk-split:2pp) or a number of claims (chunk-split:0)")
     if m := _RATE.match(rule):
         return Rule("rate", _label(m["label"], rule), float(m["n"]), rule)
     head, _, arg = rule.partition(":")
@@ -66,7 +77,7 @@ def parse_rule(text: str) -> Rule:
             raise GateRuleError(f"--fail-on {rule!r}: correct-lost takes a whole number of claims, e.g. correct-lost:2")
         return Rule("correct_lost", None, float(arg or 0), rule)
     raise GateRuleError(f"--fail-on {rule!r}: not a rule. Rules: LABEL:Npp (e.g. hallucination:2pp, any:5pp), "
-                        "significant[:LABEL], correct-lost[:N], unsupported-chars:Npp")
+                        "significant[:LABEL], correct-lost[:N], unsupported-chars:Npp, chunk-split:Npp|N")
 
 
 def parse_rules(values: Iterable[str]) -> list[Rule]:
@@ -130,6 +141,21 @@ def _unsupported_chars(rule: Rule, result: dict) -> list[str]:
              f"({_pp(row['delta'])}), worse by more than {rule.limit:g} pp")]
 
 
+def _chunk_split(rule: Rule, result: dict) -> list[str]:
+    row = result.get("chunk_split")
+    if not row:
+        return [f"{rule.text}: no chunk_split figures in this comparison: re-run compare with this ragspan"]
+    if rule.kind == "chunk_split_count":
+        if row["b_claims"] <= rule.limit:
+            return []
+        return [(f"{rule.text}: {row['b_claims']} claims in B have their evidence cut by a chunk boundary "
+                f"(A: {row['a_claims']}), more than the {rule.limit:g} allowed")]
+    if row["delta"] is None or row["delta"] * 100 <= rule.limit + 1e-9:
+        return []
+    return [(f"{rule.text}: the chunker's share of failures {_pct(row['a'])} → {_pct(row['b'])} "
+            f"({_pp(row['delta'])}), worse by more than {rule.limit:g} pp")]
+
+
 def gate_failures(result: dict, rules: Iterable[Rule]) -> list[str]:
     """Why the comparison fails the rules (empty: it passes)."""
     out: list[str] = []
@@ -138,6 +164,8 @@ def gate_failures(result: dict, rules: Iterable[Rule]) -> list[str]:
             out += _correct_lost(rule, result)
         elif rule.kind == "unsupported_chars":
             out += _unsupported_chars(rule, result)
+        elif rule.kind in ("chunk_split_share", "chunk_split_count"):
+            out += _chunk_split(rule, result)
         else:
             out += _rate_failures(rule, result.get("overall") or [])
     return out

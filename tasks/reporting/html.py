@@ -38,6 +38,7 @@ import pandas as pd
 from ragspan.tasks.core.schemas import records
 from ragspan.tasks.core.taxonomy import FIX_FOR, LABELS, STAGES
 from ragspan.tasks.reporting import charts, stats
+from ragspan.tasks.reporting.chunker import chunker_line, cut_evidence_html
 from ragspan.tasks.reporting.findings import concentration, concentration_text, fix_order
 from ragspan.tasks.reporting.formatting import cascade_note
 from ragspan.tasks.reporting.formatting import int_or_none as _int
@@ -95,7 +96,8 @@ def _headline(metrics: dict, diagnoses: pd.DataFrame, comparison: dict | None) -
     judge = metrics.get("judge") or {}
     summary = (f'<p class="big"><b>{metrics["judged"]}</b> claims judged of {metrics["claims"]} · '
                f'<b>{metrics["unjudged"]}</b> unjudged (counted, excluded from rates) · '
-               f'{metrics.get("source_conflicts", 0)} source_conflict flags</p>')
+               f'{metrics.get("source_conflicts", 0)} source_conflict flags · '
+               f'{(metrics.get("chunk_split") or {}).get("claims", 0)} chunk_split flags</p>')
     summary += _answer_chars_line(metrics)
     note = (f'<p class="note">Rates are over judged claims. 95% CI: {boot.get("method", "percentile")} '
             f'bootstrap over {_e(boot.get("resamples"))} resamples of {_e(boot.get("unit", "question"))}s '
@@ -212,6 +214,9 @@ def _fixes(metrics: dict) -> str:
     extra = (f'<p><b>Corpus content</b>: {conflicts} correct claims repeat a passage that the reference '
              "answer contradicts (<code>source_conflict</code>): update or retire the outdated documents.</p>"
              if conflicts else "")
+    chunker = chunker_line(metrics)
+    if chunker:
+        extra += f'<p><b>Chunking</b>: {_e(chunker)} The boundary is drawn inside each cut evidence below.</p>'
     return (f'<section id="fix"><h2>What to fix first</h2><table class="grid">{"".join(rows)}</table>{extra}'
             "</section>")
 
@@ -278,7 +283,10 @@ def _marks_line(marks: list[dict]) -> str:
     return f'<p class="marks">not supported: {", ".join(parts)}</p>'
 
 
-def _evidence_html(ev: dict, texts: dict[str, str], cutoff: int | None, decides: bool) -> str:
+def _evidence_html(ev: dict, texts: dict[str, str], cutoff: int | None, decides: bool,
+                   split_at: int | None = None) -> str:
+    """One evidence span in its document; `split_at`: the chunk boundary that cuts it, drawn
+    inside the highlight."""
     doc_id, s, e = ev["doc_id"], int(ev["char_start"]), int(ev["char_end"])
     doc = texts.get(doc_id, "")
     lo, hi = max(0, s - CONTEXT_CHARS), min(len(doc), e + CONTEXT_CHARS)
@@ -298,7 +306,7 @@ def _evidence_html(ev: dict, texts: dict[str, str], cutoff: int | None, decides:
     tag = '<b class="decides-tag">deciding evidence</b> · ' if decides else ""
     mark = (f'<mark class="ev{" decides" if decides else ""}" data-doc="{_e(doc_id)}" data-start="{s}" '
             f'data-end="{e}" data-claim="{_e(ev["claim_id"])}"{" data-decides" if decides else ""}>'
-            f"{_e(doc[s:e])}</mark>")
+            f"{cut_evidence_html(doc, s, e, split_at, _e)}</mark>")
     return (f'<div class="ev{" decides" if decides else ""}"><p class="src">{tag}<b>{_e(doc_id)}</b> · chunk '
             f'{_e(ev.get("chunk_id"))} · {where}{verdict}{match} · chars [{s}, {e})</p>'
             f'<pre class="doc">{"…" if lo else ""}{_e(doc[lo:s])}{mark}{_e(doc[e:hi])}'
@@ -320,7 +328,8 @@ def _claim_evidence(d: dict, spans: list[dict], texts: dict[str, str], cutoff: i
     parts = []
     if deciding is not None:
         ev = found or {**deciding, "verdict": None, "claim_id": d["claim_id"]}
-        parts.append(_evidence_html(ev, texts, cutoff, decides=True))
+        parts.append(_evidence_html(ev, texts, cutoff, decides=True,
+                                    split_at=_int(d.get("split_at")) if d.get("chunk_split") else None))
     others = [s for s in ordered if s is not found]
     if others:
         inner = "".join(_evidence_html(s, texts, cutoff, decides=False) for s in others)
@@ -378,6 +387,9 @@ def _claims_section(metrics: dict, diagnoses: pd.DataFrame, answers: pd.DataFram
         for d in recs:
             attrs = "".join(f' data-m{j}="{_e(meta[j][d["claim_id"]])}"' for j in range(len(keys)))
             flag = ' <span class="flag">source_conflict</span>' if d.get("source_conflict") else ""
+            if d.get("chunk_split"):
+                attrs += ' data-chunk-split="1"'
+                flag += f' <span class="flag cutflag">chunk_split at {_int(d.get("split_at"))}</span>'
             p = d.get("support_probability")
             if d.get("uncertain"):
                 attrs += ' data-uncertain="1"'

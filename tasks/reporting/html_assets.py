@@ -76,7 +76,8 @@ ol.claims{padding-left:1.4em}li.claim{margin:10px 0}.ctext{margin:0}.why{color:#
 pre.doc{white-space:pre-wrap;word-break:break-word;background:#f6f6f6;padding:6px 8px;border-left:3px solid #bbb;
 margin:2px 0 6px;font:13px/1.45 ui-monospace,SFMono-Regular,Menlo,monospace}
 div.ev.decides pre.doc{border-left-color:#333}mark.ev{background:#ffe082;padding:0 1px}
-mark.ev.decides{background:#ffd54f;outline:2px solid #333}.more{margin-left:1em}.none{color:#777;font-style:italic}
+mark.ev.decides{background:#ffd54f;outline:2px solid #333}
+span.cut{border-left:3px solid #0d47a1;margin:0 1px}.flag.cutflag{background:#0d47a1}.more{margin-left:1em}.none{color:#777;font-style:italic}
 form.filters{position:sticky;top:0;background:#fff;padding:8px 0;border-bottom:1px solid #ddd;display:flex;
 flex-wrap:wrap;gap:6px 14px;align-items:center;z-index:1}[hidden]{display:none!important}
 """

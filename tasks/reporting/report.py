@@ -24,6 +24,7 @@ from ragspan.tasks.io.outputs import write_atomic_dir
 from ragspan.tasks.judges.openai_options import estimated_cost
 from ragspan.tasks.reporting import charts
 from ragspan.tasks.reporting.answer_chars import answer_char_metrics
+from ragspan.tasks.reporting.chunker import chunk_split_metrics, chunker_line
 from ragspan.tasks.reporting.findings import concentration, concentration_text, fix_order
 from ragspan.tasks.reporting.formatting import cascade_note
 from ragspan.tasks.reporting.groups import claim_groups, group_order
@@ -69,6 +70,8 @@ def metrics_for(run: str, diagnoses: pd.DataFrame, corpus: pd.DataFrame, questio
         # to an LLM judge
         "uncertain": int(diagnoses["uncertain"].sum()) if "uncertain" in diagnoses.columns else 0,
         "by_metadata": breakdowns(diagnoses, corpus, questions, retrieved),
+        # the chunker's share of failures (evidence cut by a chunk boundary), with intervals
+        "chunk_split": chunk_split_metrics(diagnoses, corpus, questions, retrieved),
         "judge": judge_stats,
         "manifest": manifest,
     }
@@ -167,7 +170,8 @@ def summary_markdown(metrics: dict, comparison: dict | None = None, images: tupl
             delta = "—" if d.get("delta") is None else f"{d['delta'] * 100:+.1f} pp"
             row += f" {delta} | {'' if not d else ('within noise' if d.get('within_noise') else '**changed**')} |"
         lines.append(row)
-    lines += ["", "### What to fix first", ""]
+    chunker = chunker_line(metrics)
+    lines += [*(["", _md(chunker)] if chunker else []), "", "### What to fix first", ""]
     share = metrics.get("failure_share") or {}
     for i, label in enumerate(fix_order(metrics), 1):
         s = share.get(label)

@@ -6,7 +6,7 @@ counts, rates, intervals, `by_metadata`, `manifest`, `judge` (the run's statisti
 
 | file | content | DVC |
 |---|---|---|
-| `metrics.json` | results only: claims, judged, unjudged, label counts and rates, failure shares, source_conflicts, uncertain, `rate_ci95` | metric (`cache: false`, git) |
+| `metrics.json` | results only: claims, judged, unjudged, label counts and rates, failure shares, source_conflicts, uncertain, `rate_ci95`, `chunk_split` (the chunker's share of failures, its interval, per metadata group) | metric (`cache: false`, git) |
 | `manifest.json` | what the results were made from: inputs, data snapshot, questions, params, judge, code versions, bootstrap settings | out, `cache: false` (git): `ragspan compare` reads it at any revision |
 | `by_metadata.json` | label counts per metadata key and value | out (DVC cache) |
 | `answer_chars.json` | the answer-character metric in full: character counts, shares and intervals, and per metadata key and value (metrics.json holds the run's shares and intervals) | out (DVC cache) |
@@ -33,7 +33,7 @@ RUN_FILE = "run.json"
 # Top-level keys of the view that metrics.json holds: results, nothing about the run (its
 # name is in the manifest: a text column in `dvc exp show` says nothing).
 RESULT_KEYS = ("claims", "judged", "unjudged", "labels", "failure_share", "source_conflicts",
-               "uncertain", "rate_ci95", "answer_chars")
+               "uncertain", "rate_ci95", "answer_chars", "chunk_split")
 # Manifest entries that differ between two runs of the same inputs: they go to run.json.
 # (`git_rev` is the commit *before* the results are committed, so it is always stale;
 # `dvc exp run` makes `git_dirty` true; `data.recorded` compares with the previous lock.)

@@ -28,12 +28,13 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from pyarrow import feather
 from ragspan.tasks.core import schemas
+from ragspan.tasks.core.chunk_split import gaps_between
 from ragspan.tasks.core.text import content_norms
 from ragspan.tasks.io import heal
 from ragspan.tasks.io.outputs import room_for
 from ragspan.tasks.steps.cache_policy import step_task
 
-INDEX_FORMAT = "tantivy-3"  # bump when the tokenisation or the files change (3: sums.json)
+INDEX_FORMAT = "tantivy-4"  # bump when the tokenisation or the files change (3: sums.json; 4: gaps)
 CHUNKS_FILE = "chunks.arrow"  # the indexed chunks, row = tantivy's `row` field
 _WRITER_HEAP = 256_000_000  # one writer thread: one segment up to ~1M chunks, stable doc order
 
@@ -85,6 +86,7 @@ def build_index_dir(chunks: pd.DataFrame, corpus: pd.DataFrame, root: Path) -> P
     texts = dict(zip(corpus["doc_id"], corpus["text"]))
     meta = chunks[["chunk_id", "doc_id", "char_start", "char_end"]].copy()
     meta["text"] = [texts[d][s:e] for d, s, e in zip(meta["doc_id"], meta["char_start"], meta["char_end"])]
+    meta = with_gaps(meta, texts)
     with room_for(target, root, STORE):
         tmp = Path(tempfile.mkdtemp(prefix=".building-", dir=root))
     try:
@@ -98,6 +100,21 @@ def build_index_dir(chunks: pd.DataFrame, corpus: pd.DataFrame, root: Path) -> P
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return target
+
+
+def with_gaps(meta: pd.DataFrame, texts: dict[str, str]) -> pd.DataFrame:
+    """`meta` plus gap_before / gap_after: the document text between each chunk and its
+    neighbours (tasks/core/chunk_split.gaps_between), for windows across chunk edges."""
+    order = meta.sort_values(["doc_id", "char_start", "char_end"], kind="stable")
+    before: dict[int, str | None] = {}
+    after: dict[int, str | None] = {}
+    for doc, rows in order.groupby("doc_id", sort=False).indices.items():
+        idx = order.index[rows]
+        b, a = gaps_between(order["char_start"].iloc[rows].tolist(), order["char_end"].iloc[rows].tolist(),
+                            texts[doc])
+        before.update(zip(idx, b))
+        after.update(zip(idx, a))
+    return meta.assign(gap_before=[before[i] for i in meta.index], gap_after=[after[i] for i in meta.index])
 
 
 def _bytes(d: Path) -> int:
@@ -135,6 +152,12 @@ def _load(index_dir: str) -> tuple[tantivy.Searcher, tantivy.Schema, pa.Table]:
     # stays open as long as the table (cached here) lives.
     meta = pa.ipc.open_file(pa.memory_map(str(Path(index_dir) / CHUNKS_FILE))).read_all()
     return index.searcher(), index.schema, meta
+
+
+def index_chunks(index_dir: str) -> pa.Table:
+    """Every indexed chunk (chunk_id, doc_id, char_start, char_end, text), memory-mapped:
+    where each chunk sits in its document (tasks/steps/boundary.py joins neighbours)."""
+    return _load(index_dir)[2]
 
 
 def chunk_rows(index_dir: str, rows: list[int]) -> dict[int, tuple[str, str, int, str]]:

@@ -220,13 +220,9 @@ def diagnose_claims(claims: pd.DataFrame, judged: Iterable[pd.DataFrame], suppor
             d["label"], tiers.get(c["claim_id"]), support_threshold, uncertainty_band)
         if d["label"] == "hallucination" and not d.get("marks_from") and c["claim_id"] in closest:
             d.update(closest[c["claim_id"]])
-        spans = _answer_spans(c, d, texts) if texts is not None else None
-        if spans is not None:
-            located = d["answer_end"] - d["answer_start"]
-            d["unsupported_chars"] = sum(x["answer_end"] - x["answer_start"] for x in spans)
-            d["unsupported_share"] = round(d["unsupported_chars"] / located, 6) if located else 0.0
-            marked += [{"run": c["run"], "question_id": c["question_id"], "claim_id": c["claim_id"], **x}
-                       for x in spans]
+        if texts is not None:
+            marked += counted_answer_spans(c, d, texts)
+        d["chunk_split"], d["split_at"] = False, None  # set by the boundary step (tasks/steps/boundary.py)
         rows.append(d)
     return schemas.table(rows, schemas.Diagnoses), schemas.table(marked, schemas.AnswerSpans, written=False)
 
@@ -247,7 +243,20 @@ def closest_marks(judged: Iterable[pd.DataFrame]) -> dict[str, dict]:
             for cid, doc, m in zip(rows["claim_id"], rows["doc_id"], rows["marks"])}
 
 
-def _answer_spans(claim: dict, d: dict, answers: dict[str, str]) -> list[dict] | None:
+def counted_answer_spans(claim: dict, d: dict, answers: dict[str, str]) -> list[dict]:
+    """The claim's AnswerSpans rows; sets `unsupported_chars` / `unsupported_share` on `d`
+    when it has answer spans to give (see answer_spans_for)."""
+    spans = answer_spans_for(claim, d, answers)
+    if spans is None:
+        return []
+    located = d["answer_end"] - d["answer_start"]
+    d["unsupported_chars"] = sum(x["answer_end"] - x["answer_start"] for x in spans)
+    d["unsupported_share"] = round(d["unsupported_chars"] / located, 6) if located else 0.0
+    return [{"run": claim["run"], "question_id": claim["question_id"], "claim_id": claim["claim_id"], **x}
+            for x in spans]
+
+
+def answer_spans_for(claim: dict, d: dict, answers: dict[str, str]) -> list[dict] | None:
     """The claim's answer spans; None when it has none to give (unjudged, or not located
     in its answer), [] when nothing of it is unmarked or it was not examined (a certain
     `correct` claim)."""
