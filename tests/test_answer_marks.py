@@ -7,7 +7,7 @@ import re
 import unicodedata
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from ragspan.tasks.judges.base import JudgeSpec, Verdict
 from ragspan.tasks.judges.local import LocalJudge
@@ -66,7 +66,6 @@ ATOMS = [
 words = st.lists(st.sampled_from(ATOMS), min_size=1, max_size=30)
 
 
-@settings(max_examples=250, deadline=None)
 @given(words, st.data())
 def test_marks_are_exact_sorted_disjoint_and_trimmed_on_any_text(claim_atoms, data):
     claim = " ".join(claim_atoms)
