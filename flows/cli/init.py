@@ -38,7 +38,7 @@ from ragspan.tasks.reporting.results_files import CACHED_OUTS, TRACKED_OUTS
 # dvc.yaml, with the data directory and the evaluate stage's outs filled in, and the DVC
 # plot templates, with the taxonomy's labels and colours filled in. ragspan's own dvc.yaml
 # and .dvc/plots/ are the same; tests keep them so.
-_TEMPLATES = resources.files("ragspan.flows.cli") / "templates"
+_TEMPLATES = resources.files("ragspan.flows.cli.templates")
 PLOT_TEMPLATE_NAMES = ("taxonomy_stacked.json", "taxonomy_bars.json")
 
 # The offline DVC plots page (Vega inlined; scripts/vendor-vega builds it), copied to
