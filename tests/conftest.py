@@ -37,6 +37,18 @@ REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "data" / "sample"
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`live` tests (a real model, scripts/live-model-test) run only when -m names them.
+    Done here, not by `-m 'not live'` in addopts: a -m given on the command line
+    (`pytest -m "not e2e"`, the quick part) replaces addopts' and would bring them in."""
+    if "live" in (config.option.markexpr or ""):
+        return
+    live = [item for item in items if item.get_closest_marker("live")]
+    if live:
+        config.hook.pytest_deselected(items=live)
+        items[:] = [item for item in items if not item.get_closest_marker("live")]
+
+
 @pytest.fixture(scope="session")
 def prefect_server():
     """A real (temporary, SQLite-backed) Prefect server for flow tests."""

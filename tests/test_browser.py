@@ -26,6 +26,8 @@ import pandas as pd
 import pytest
 from conftest import REPO, SAMPLE
 
+pytestmark = pytest.mark.e2e  # slow, end to end: `pytest -m "not e2e"` leaves it out
+
 CHROMIUM = Path(os.environ.get("RAGSPAN_CHROMIUM", "/usr/bin/chromium"))
 ARTIFACTS = Path(os.environ.get("RAGSPAN_TEST_ARTIFACTS", REPO / "tests" / "artifacts"))
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

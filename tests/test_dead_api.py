@@ -17,6 +17,8 @@ import pytest
 from tests.conftest import REPO, SAMPLE
 from tests.servers import BIN, CLI, clean_env, free_port, healthy, wait_for
 
+pytestmark = pytest.mark.e2e  # slow, end to end: `pytest -m "not e2e"` leaves it out
+
 EXIT_BOUND_S = 60  # after the kill; the command itself should need well under 30 s
 
 

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 import yaml
 from conftest import SAMPLE
 from ragspan.flows import deploy
@@ -24,6 +25,8 @@ from ragspan.flows import serve as serve_mod
 from ragspan.flows import watch as watch_mod
 from ragspan.tasks.io.history import read_history
 from servers import BIN, CLI, api_call, clean_env, prefect_server, stop, wait_for
+
+pytestmark = pytest.mark.e2e  # slow, end to end: `pytest -m "not e2e"` leaves it out
 
 
 def test_the_yaml_is_the_served_deployment_and_prefect_accepts_it():

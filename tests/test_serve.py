@@ -256,6 +256,7 @@ def _stop(proc: subprocess.Popen, timeout: float = 60) -> int:
     return proc.wait(timeout=timeout)
 
 
+@pytest.mark.e2e
 def test_index_rebuilt_event_runs_evaluates_and_records(tmp_path):
     ws, state = tmp_path / "ws", tmp_path / "state"
     shutil.copytree(SAMPLE, ws / "data")
