@@ -12,6 +12,7 @@ from ragspan.tasks.io.git import experiment_commits, git, is_work_tree
 
 
 def is_dvc_workspace(root: Path) -> bool:
+    """A DVC project inside a git work tree: where a watch run is saved as an experiment."""
     if not (root / ".dvc").is_dir() or shutil.which("git") is None:
         return False
     return is_work_tree(root)
