@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 from collections import defaultdict
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -143,32 +142,3 @@ def load_factcheck(path: Path = FACTCHECK) -> list[Case]:
             )
         )
     return cases
-
-
-def load_factcheck_pairs(path: Path = FACTCHECK) -> list[Case]:
-    """Factcheck-GPT pair level (the judge's own unit): one case per distinct (claim,
-    snippet); a pair listed twice with different stances (7 pairs) gets the aggregate gold."""
-    cases = []
-    for claim_id, claim, rows in _factcheck_claims(path):
-        for j, (snippet, stances) in enumerate(_distinct_snippets(rows).items()):
-            cases.append(
-                Case(
-                    set="factcheck",
-                    case_id=f"factcheck:{claim_id}/{j}",
-                    group=claim_id,
-                    question="",
-                    claim=claim,
-                    passages=[snippet],
-                    gold=aggregate_stances(stances),
-                    level="pair",
-                )
-            )
-    return cases
-
-
-# The command-line set names and their loaders.
-LOADERS: dict[str, Callable[[], list[Case]]] = {
-    "wice": load_wice,
-    "factcheck": load_factcheck,
-    "factcheck-pairs": load_factcheck_pairs,
-}

@@ -1,6 +1,6 @@
 """Accuracy of a ragspan judge on labelled runs built from XQuAD (en) and ClapNQ (dev).
 
-    .venv/bin/python benchmarks/accuracy.py [--limit N] [--seed S] [--no-clapnq]
+    .venv/bin/python -m benchmarks.accuracy [--limit N] [--seed S] [--no-clapnq]
                                             [--variants byo,decomposed] [--judge local]
 
 What it builds (in a temporary directory; the source data is never copied into the repo):
@@ -47,18 +47,24 @@ import random
 import re
 import runpy
 import statistics
-import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 import bm25s
 import pandas as pd
-from _data import REPO, Doc, Item, detok, load_clapnq, load_clapnq_abstractive, load_xquad
 from ragspan.tasks.core.taxonomy import JUDGED_LABELS, SHORT, SUPPORTED_LABELS
+
+from benchmarks._data import (
+    REPO,
+    Doc,
+    Item,
+    detok,
+    load_clapnq,
+    load_clapnq_abstractive,
+    load_xquad,
+)
 
 LABELS = list(JUDGED_LABELS)
 SUPPORTED = set(SUPPORTED_LABELS)

@@ -1,8 +1,8 @@
 """Chaos benchmark: what a scheduled run meets, at a random moment, and what is left after.
 
-    .venv/bin/python benchmarks/chaos.py                      # 30 trials, small workspace, minutes
-    .venv/bin/python benchmarks/chaos.py --trials 60 --seed 7
-    .venv/bin/python benchmarks/chaos.py --size large         # 100k chunks x 10k answers (long)
+    .venv/bin/python -m benchmarks.chaos                      # 30 trials, small workspace, minutes
+    .venv/bin/python -m benchmarks.chaos --trials 60 --seed 7
+    .venv/bin/python -m benchmarks.chaos --size large         # 100k chunks x 10k answers (long)
 
 Real parts only: the real `ragspan evaluate` CLI as a subprocess, a real `prefect server
 start` on a fixed local port, and the judge `openai` over real HTTP to the scripted
@@ -57,9 +57,7 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks" / "scale"))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from generate import write_workspace
+from benchmarks.scale.generate import write_workspace
 
 BIN = Path(sys.executable).parent
 RAGSPAN = str(BIN / "ragspan")

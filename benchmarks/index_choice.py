@@ -1,6 +1,6 @@
 """bm25s vs tantivy for ragspan's corpus-wide search (tasks/steps/corpus_search.py).
 
-    .venv/bin/python benchmarks/index_choice.py [--sizes 1000,100000] [--queries 1000] [--seed 13]
+    .venv/bin/python -m benchmarks.index_choice [--sizes 1000,100000] [--queries 1000] [--seed 13]
 
 Both are project dependencies: tantivy is the corpus-wide search (tasks/steps/corpus_search.py),
 bm25s the demo RAG's retriever (tasks/tools/demo_rag.py).
@@ -42,10 +42,9 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 import psutil
-from _data import REPO, load_clapnq, load_xquad
+
+from benchmarks._data import REPO, load_clapnq, load_xquad
 
 ENGINES = ("bm25s", "tantivy", "tantivy-native")
 
@@ -277,8 +276,9 @@ def main(argv: list[str] | None = None) -> int:
                 }
                 for phase in ("build", "query"):
                     p = subprocess.run(
-                        [sys.executable, __file__, "--child", phase, engine, str(work)],
+                        [sys.executable, "-m", "benchmarks.index_choice", "--child", phase, engine, str(work)],
                         check=False,
+                        cwd=REPO,  # the repository root: `benchmarks` is a package there
                         capture_output=True,
                         text=True,
                         env={**os.environ, "RUST_BACKTRACE": "0"},

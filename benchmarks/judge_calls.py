@@ -1,7 +1,7 @@
 """Judge calls and prompt tokens per claim for the openai judge, against the naive procedure,
 and what concurrency does to wall time — through the scripted OpenAI-compatible server.
 
-    .venv/bin/python benchmarks/judge_calls.py [--delay 0.1] [--calls 40]
+    .venv/bin/python -m benchmarks.judge_calls [--delay 0.1] [--calls 40]
 
 1. Evaluates the bundled sample with `--judge openai` against the fake server (real HTTP)
    and counts requests and prompt characters (≈ tokens × 4) per claim. The naive count,
@@ -16,15 +16,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))  # the scripted server lives with the tests
 
-from fake_openai_server import FakeOpenAIServer
+from tests.fake_openai_server import FakeOpenAIServer  # the scripted server lives with the tests
 
 
 def evaluate_sample(server: FakeOpenAIServer, work: Path) -> dict:

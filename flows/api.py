@@ -173,8 +173,7 @@ def evaluate(data: PathLike, run: str | None = None, *, judge: JudgeKind = "loca
     `search__top_k=0`), plus `model=` and `base_url=` for the openai judge. Inputs are
     validated before any flow starts: a bad row raises InputError naming file, row and
     field; a run already writing `out` raises OutputBusy."""
-    from ragspan.flows.cli import params_path
-    from ragspan.flows.cli.evaluate import choose_run
+    from ragspan.flows.evaluation import choose_run, params_path
     from ragspan.flows.runtime import configure_prefect
 
     configure_prefect()  # before Prefect is imported: its state and logging defaults
@@ -185,17 +184,15 @@ def evaluate(data: PathLike, run: str | None = None, *, judge: JudgeKind = "loca
     params_file = params_path(None if params is None else str(params))
     settings = load_settings(params_file, settings_overrides)
     data_dir = str(data)
-    run = choose_run(data_dir, run, settings, params_file)
+    run = choose_run(data_dir, run, settings, params_file, run_option="run=")
     out_dir = str(out) if out is not None else str(Path("results") / run)
     ws = checked_workspace(data_dir, run, settings)  # a bad input stops here
     hand_over(ws, settings)  # the flow's load step takes it instead of loading again
-    with _prefect_api():
-        from ragspan.flows.cli.evaluate import without_heartbeat
-        from ragspan.flows.evaluate import evaluate as evaluate_flow
+    with _prefect_api() as (api_url, owns_process):
+        from ragspan.flows.evaluation import run_evaluate_flow
 
-        with without_heartbeat():
-            evaluate_flow(data_dir=data_dir, run=run, out_dir=out_dir, params_path=params_file,
-                          overrides=settings_overrides)
+        run_evaluate_flow(data_dir, run, out_dir, settings, params_file=params_file,
+                          overrides=settings_overrides, api_url=api_url, owns_process=owns_process)
     return load_results(out_dir)
 
 
@@ -213,23 +210,18 @@ def _inside_a_flow_run() -> bool:
 
 
 @contextlib.contextmanager
-def _prefect_api() -> Iterator[None]:
-    """The Prefect server `ragspan evaluate` would use (flows/local_server.py: the
-    configured API, else the local server, started if need be); inside a user's flow run,
-    that run's API (the evaluation is its subflow)."""
-    if _inside_a_flow_run():
-        yield
-        return
-    from ragspan.flows import local_server
-    from ragspan.flows.runtime import api_answers
-    from ragspan.tasks.errors import NoServer
+def _prefect_api() -> Iterator[tuple[str | None, bool]]:
+    """(the Prefect API to watch, whether this process is the run's own) for the run:
+    `ragspan evaluate`'s server (the configured API, else the local server, started if need
+    be); inside a user's flow run, that run's API (the evaluation is its subflow)."""
+    from ragspan.flows.evaluation import current_api_url, server_in_use, settle_api
 
-    url, how = local_server.ensure_server(log=lambda m: print(m, file=sys.stderr))
-    if url and not api_answers(url):  # else every Prefect call retries for a minute
-        raise NoServer(f"the Prefect API at {url} does not answer: start its server, or unset "
-                       "PREFECT_API_URL (ragspan then starts a local one)")
-    with local_server.in_use() if how in ("reused", "started") else contextlib.nullcontext():
-        yield
+    if _inside_a_flow_run():
+        yield current_api_url(), False
+        return
+    url, how = settle_api(log=lambda m: print(m, file=sys.stderr))
+    with server_in_use(how):
+        yield url, True
 
 
 def compare(a: Results | PathLike, b: Results | PathLike, fail_on: str | Iterable[str] | None = None, *,
@@ -240,7 +232,7 @@ def compare(a: Results | PathLike, b: Results | PathLike, fail_on: str | Iterabl
     last two). `fail_on`: rules such as "significant,hallucination:2pp,correct-lost:3"
     (docs/ci.md); a failed rule makes `passed` False. Over different questions it raises
     QuestionsDiffer unless `force`."""
-    from ragspan.flows.cli.compare import compared, load_side, side_from_dir
+    from ragspan.tasks.io.compare_sides import compared, load_side, side_from_dir
     from ragspan.tasks.reporting.gate import parse_rules
 
     rules = parse_rules([fail_on] if isinstance(fail_on, str) else list(fail_on or []))

@@ -145,22 +145,37 @@ class ApiWatch:
         """Discard the events and logs Prefect's workers still hold, stop the workers, and
         wait at most `timeout` s for the item each is sending now. Past that, the process
         would hang at exit, waiting on them: flush the output and end it."""
-        import queue
         import sys
 
-        from prefect._internal.concurrency.services import _QueueServiceBase
-
-        with _QueueServiceBase._instance_cache_lock:
-            services = list(_QueueServiceBase._instances.values())
-        for service in services:
-            try:
-                while True:
-                    service._queue.get_nowait()
-                    service._queue.task_done()
-            except queue.Empty:
-                pass
-        _, pending = _QueueServiceBase.drain_all(timeout=timeout, at_exit=False)
+        _, pending = discard_prefect_queues(timeout)
         if pending:
             print("error: Prefect's event workers did not stop; exiting now", file=sys.stderr, flush=True)
             sys.stdout.flush()
             os._exit(1)  # a last resort: the results are written and the output flushed
+
+
+def discard_prefect_queues(timeout: float) -> tuple[int, int]:
+    """(items discarded, services still running after `timeout` s): empty the queues of
+    Prefect's queue services (the events worker, the API log worker) and stop them.
+
+    Prefect offers no public way to drop what these workers hold: this is the one place
+    that reaches its private `_QueueServiceBase` (`_instances`, `_instance_cache_lock`,
+    each service's `_queue`, `drain_all`). tests/test_prefect_private.py fails loudly on a
+    Prefect that changes any of them."""
+    import queue
+
+    from prefect._internal.concurrency.services import _QueueServiceBase
+
+    with _QueueServiceBase._instance_cache_lock:
+        services = list(_QueueServiceBase._instances.values())
+    discarded = 0
+    for service in services:
+        try:
+            while True:
+                service._queue.get_nowait()
+                service._queue.task_done()
+                discarded += 1
+        except queue.Empty:
+            pass
+    _, pending = _QueueServiceBase.drain_all(timeout=timeout, at_exit=False)
+    return discarded, len(pending)

@@ -11,7 +11,6 @@ import os
 import urllib.request
 from pathlib import Path
 
-from ragspan.tasks.core.taxonomy import JUDGED_LABELS, SHORT
 from ragspan.tasks.errors import NoServer
 
 DEPLOYMENT = "ragspan-watch"
@@ -86,23 +85,3 @@ def event_for(index: str, version: str | None, run: str | None, revision: str | 
     payload = {k: v for k, v in (("version", version), ("run", run), ("revision", revision)) if v}
     return {"event": EVENT, "resource": {"prefect.resource.id": RESOURCE_PREFIX + index,
                                          "prefect.resource.name": index}, "payload": payload}
-
-
-_LABELS = JUDGED_LABELS
-
-
-_SHORT = SHORT
-
-
-def history_table(records: list[dict]) -> str:
-    head = ["name", "trigger", "index", "version", "finished", "claims"] + [_SHORT[k] for k in _LABELS] + ["experiment"]
-    rows = []
-    for r in records:
-        rates = r.get("rates") or {}
-        exp = (r.get("experiment") or {}).get("name") or ("error" if r.get("record_error") else "-")
-        rows.append([r.get("name", "?"), r.get("trigger", "?"), r.get("index") or "-", r.get("version") or "-",
-                     (r.get("finished") or "")[:19], str(r.get("claims", "")),
-                     *[("-" if rates.get(k) is None else f"{100 * rates[k]:.0f}%") for k in _LABELS], exp])
-    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
-    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-    return "\n".join([fmt.format(*head), *(fmt.format(*row) for row in rows)]) + "\n"

@@ -21,8 +21,10 @@ experiments up; the experiment carries the trigger and time). Elsewhere every re
 gets its own run `<trigger>-<index>-<UTC time>`, so earlier results stay on disk and
 `ragspan compare results/A results/B` works on any two of them.
 
-`rag.command` placeholders: {data_dir} {questions} {out} {index} {version} {revision}
-{run} {python} (this interpreter), each substituted into one argument (no shell).
+The steps that touch files, processes and DVC live in tasks/: the workspace lock
+(tasks/io/workspace_lock.py), `rag.command` and run installation (tasks/tools/rag_command.py,
+its placeholders documented there), `dvc exp save` (tasks/io/experiments.py) and the
+history file (tasks/io/history.py). This module wires them.
 
 Overlapping runs queue: the deployment has a concurrency limit of 1 (ENQUEUE), and the
 flow also waits for a workspace lock, so a manual run or a second deployment queues too.
@@ -30,33 +32,31 @@ flow also waits for a workspace lock, so a manual run or a second deployment que
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import hashlib
 import json
 import os
 import re
 import shlex
-import shutil
-import subprocess
 import sys
-import tempfile
-import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 from prefect import flow, get_run_logger
 from prefect.states import Completed
-from ragspan.flows.evaluate import evaluate
+from ragspan.flows.evaluation import current_api_url, run_evaluate_flow
 from ragspan.tasks.config import Settings, load_settings, state_dir
-from ragspan.tasks.errors import ConfigError
-from ragspan.tasks.io.git import experiment_commits, git, git_state, is_work_tree
+from ragspan.tasks.io.experiments import is_dvc_workspace, save_experiment
+from ragspan.tasks.io.git import git_state
+from ragspan.tasks.io.history import append_history
+from ragspan.tasks.io.workspace_lock import workspace_lock
+from ragspan.tasks.tools.rag_command import (
+    fill_command,
+    install_run,
+    questions_file,
+    run_rag_command,
+)
 
 EVENT = "ragspan.index.rebuilt"
 RESOURCE_PREFIX = "ragspan.index."
-HISTORY = Path("results") / "history.jsonl"
-LOCK_WAIT_S = 6 * 3600
 
 
 # ----- parameters (params.yaml `rag:` and `schedule:`) ------------------------------------
@@ -118,154 +118,6 @@ def event_parameters(workspace: str, params_path: str) -> dict[str, str]:
 
 # ----- helpers -------------------------------------------------------------------------
 
-def is_dvc_workspace(root: Path) -> bool:
-    if not (root / ".dvc").is_dir() or shutil.which("git") is None:
-        return False
-    return is_work_tree(root)
-
-
-@contextlib.contextmanager
-def workspace_lock(root: Path, wait_s: float = LOCK_WAIT_S) -> Iterator[None]:
-    """Wait (not refuse) for the workspace: overlapping watch runs queue."""
-    locks = state_dir() / "locks"
-    locks.mkdir(parents=True, exist_ok=True)
-    path = locks / ("watch-" + hashlib.sha256(str(root).encode()).hexdigest()[:16] + ".lock")
-    with open(path, "a+", encoding="utf-8") as fh:
-        deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"{root}: another ragspan watch run held the workspace "
-                                       f"for over {wait_s:.0f} s") from None
-                time.sleep(0.5)
-        yield
-
-
-def _questions_file(data_dir: Path) -> Path:
-    found = sorted(p for p in data_dir.glob("questions.*") if p.suffix in (".jsonl", ".csv", ".parquet"))
-    return found[0] if found else data_dir / "questions.csv"
-
-
-def fill_command(template: str, values: dict[str, str]) -> list[str]:
-    """Split the template like a shell would, then fill each argument (values never split)."""
-    try:
-        return [arg.format(**values) for arg in shlex.split(template)]
-    except KeyError as exc:
-        raise ConfigError(f"rag.command: unknown placeholder {{{exc.args[0]}}}; known: "
-                          + " ".join(f"{{{k}}}" for k in values)) from None
-    except ValueError as exc:
-        raise ConfigError(f"rag.command: cannot parse {template!r}: {exc}") from None
-
-
-def run_rag_command(argv: list[str], cwd: Path, timeout: int) -> None:
-    env = dict(os.environ)
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # `ragspan` itself
-    try:
-        done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
-    except FileNotFoundError:
-        raise RuntimeError(f"rag.command: {argv[0]!r} not found") from None
-    except subprocess.TimeoutExpired:
-        raise RuntimeError(f"rag.command timed out after {timeout} s: {shlex.join(argv)}") from None
-    if done.returncode != 0:
-        tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
-        raise RuntimeError(f"rag.command exited with {done.returncode}: {shlex.join(argv)}\n" + "\n".join(tail))
-
-
-def install_run(candidate: Path, data_dir: Path, run: str, settings: Settings) -> Path:
-    """Validate `candidate` as DATA/runs/<run>.jsonl (in a scratch copy of the data dir
-    made of symlinks), then move it into place atomically. A bad run never lands."""
-    from ragspan.tasks.io.load import load_workspace
-
-    if not candidate.is_file():
-        raise FileNotFoundError(f"run file not found: {candidate}")
-    with tempfile.TemporaryDirectory(prefix="ragspan-watch-") as tmp:
-        scratch = Path(tmp) / "data"
-        (scratch / "runs").mkdir(parents=True)
-        for item in data_dir.iterdir():
-            if item.name != "runs":
-                (scratch / item.name).symlink_to(item.resolve())
-        shutil.copyfile(candidate, scratch / "runs" / f"{run}.jsonl")
-        load_workspace(scratch, run, settings.chunking.size, settings.chunking.overlap,
-                       settings.pipeline.default_context_k)  # InputError names file, row, field
-        target = data_dir / "runs" / f"{run}.jsonl"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        staged = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-        shutil.copyfile(scratch / "runs" / f"{run}.jsonl", staged)
-        os.replace(staged, target)
-    return target
-
-
-def append_history(root: Path, record: dict) -> Path:
-    path = root / HISTORY
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a", encoding="utf-8") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        fh.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    return path
-
-
-def read_history(root: Path) -> list[dict]:
-    path = root / HISTORY
-    if not path.is_file():
-        return []
-    out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        with contextlib.suppress(json.JSONDecodeError):  # a torn last line is skipped
-            if line.strip():
-                out.append(json.loads(line))
-    return out
-
-
-def committable_targets(root: Path) -> tuple[list[str], list[str]]:
-    """(stages and .dvc files whose outs all exist, those with an out missing).
-
-    `dvc exp save` re-commits every stage's outs and fails on the first one missing, e.g.
-    `results/baseline/claims.parquet` in a fresh clone where `dvc repro` has not run. A
-    watch run changes only its own run file and results, so it commits what is there
-    and leaves the other stages' lock entries as they are."""
-    from dvc.repo import Repo
-
-    ok, missing = [], []
-    with Repo(str(root)) as repo:
-        for stage in repo.index.stages:
-            (ok if all(o.exists for o in stage.outs) else missing).append(stage.addressing)
-    return ok, missing
-
-
-def save_experiment(root: Path, name: str, paths: list[Path], message: str) -> dict:
-    """`dvc exp save -n NAME [targets]`, including `paths` where git neither tracks nor
-    ignores them; stages with a missing out are left out (listed under `skipped`)."""
-    rel = [p.resolve().relative_to(root).as_posix() for p in paths if p.exists()]
-    untracked = (git(root, "ls-files", "--others", "--exclude-standard", "--", *rel) or "").splitlines()
-    targets, skipped = committable_targets(root)
-    dvc = str(Path(sys.executable).parent / "dvc")
-    cmd = [dvc if Path(dvc).exists() else "dvc", "exp", "save", "-f", "-n", name, "-m", message]
-    for p in untracked:
-        cmd += ["-I", p]
-    if skipped:
-        # No target means "every stage" to DVC; a directory holding no DVC file (-R)
-        # means none: the experiment then records the included files alone.
-        cmd += targets or ["-R", rel[-1] if rel else "results"]
-    env = {**os.environ, "DVC_NO_ANALYTICS": "1"}
-    done = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, check=False, timeout=600)
-    if done.returncode != 0:
-        raise RuntimeError(f"dvc exp save failed ({done.returncode}): {(done.stderr or done.stdout).strip()[-800:]}")
-    sha = git(root, "rev-parse", "--verify", "--quiet", f"refs/exps/{_exp_ref_dir(root)}/{name}")
-    if sha is None:  # the ref layout is DVC's business: search for it
-        sha = next(iter(experiment_commits(root, name)), None)
-    return {"name": name, "sha": sha, "included": untracked, "skipped": skipped}
-
-
-def _exp_ref_dir(root: Path) -> str:
-    base = git(root, "rev-parse", "HEAD") or ""
-    return f"{base[:2]}/{base[2:]}"
-
-
 def _history_git(root: Path) -> dict | None:
     state = git_state(root)
     return None if state["git_rev"] is None else {"rev": state["git_rev"], "dirty": state["git_dirty"]}
@@ -307,7 +159,7 @@ def watch(index: str = "", version: str = "", run_path: str = "", revision: str 
             source = "rag.command"
             candidate = state_dir() / "watch" / f"{name}.jsonl"
             candidate.parent.mkdir(parents=True, exist_ok=True)
-            values = {"data_dir": str(data_dir), "questions": str(_questions_file(data_dir)),
+            values = {"data_dir": str(data_dir), "questions": str(questions_file(data_dir)),
                       "out": str(candidate), "index": index, "version": version,
                       "revision": revision, "run": run, "python": sys.executable}
             argv = fill_command(wp.rag.command, values)
@@ -323,9 +175,10 @@ def watch(index: str = "", version: str = "", run_path: str = "", revision: str 
         if source == "rag.command":
             candidate.unlink(missing_ok=True)
         log.info("evaluating %s (%s) → %s", run_file, source, out_dir)
-        metrics = evaluate(data_dir=str(data_dir), run=run, out_dir=str(out_dir),
-                           params_path=str(ev_params) if ev_params else None,
-                           artifacts_name=safe_name(index))
+        metrics = run_evaluate_flow(str(data_dir), run, str(out_dir), settings,
+                                    params_file=str(ev_params) if ev_params else None, overrides={},
+                                    api_url=current_api_url(), artifacts_name=safe_name(index),
+                                    owns_process=False)
         finished = datetime.now(UTC)
         record = {
             "name": name, "trigger": trigger, "index": index, "version": version or None,

@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 _STATE = Path(tempfile.mkdtemp(prefix="ragspan-test-state-"))
 os.environ.setdefault("RAGSPAN_HOME", str(_STATE))
@@ -24,8 +25,28 @@ os.environ.pop("PREFECT_API_URL", None)
 # starting a long-lived local one per test state dir; tests of the local server set "auto".
 os.environ.setdefault("RAGSPAN_PREFECT_SERVER", "ephemeral")
 
+# How the property tests search (docs/ci.md, "ragspan's own tests"): `ci`, the default, is
+# derandomised — the same examples on every run, so a change lands or fails on its own
+# merit, not on the draw; `explore` (scripts/explore-properties) searches at random and ten
+# times longer, and what it finds becomes an @example in the test.
+settings.register_profile("ci", max_examples=300, deadline=None, derandomize=True, database=None)
+settings.register_profile("explore", max_examples=3000, deadline=None, derandomize=False, print_blob=True)
+settings.load_profile(os.environ.get("RAGSPAN_HYPOTHESIS_PROFILE", "ci"))
+
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "data" / "sample"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`live` tests (a real model, scripts/live-model-test) run only when -m names them.
+    Done here, not by `-m 'not live'` in addopts: a -m given on the command line
+    (`pytest -m "not e2e"`, the quick part) replaces addopts' and would bring them in."""
+    if "live" in (config.option.markexpr or ""):
+        return
+    live = [item for item in items if item.get_closest_marker("live")]
+    if live:
+        config.hook.pytest_deselected(items=live)
+        items[:] = [item for item in items if not item.get_closest_marker("live")]
 
 
 @pytest.fixture(scope="session")

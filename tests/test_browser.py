@@ -26,6 +26,8 @@ import pandas as pd
 import pytest
 from conftest import REPO, SAMPLE
 
+pytestmark = pytest.mark.e2e  # slow, end to end: `pytest -m "not e2e"` leaves it out
+
 CHROMIUM = Path(os.environ.get("RAGSPAN_CHROMIUM", "/usr/bin/chromium"))
 ARTIFACTS = Path(os.environ.get("RAGSPAN_TEST_ARTIFACTS", REPO / "tests" / "artifacts"))
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -256,7 +258,7 @@ def test_hostile_corpus_renders_inert(browser, tmp_path):
 def test_dvc_plots_page_renders_offline(browser, tmp_path):
     """`dvc plots show` with the repository's `plots.html_template` (Vega inlined) draws
     its chart in a browser that has no network at all."""
-    from ragspan.flows.cli.init import PLOT_TEMPLATES, PLOTS_PAGE
+    from ragspan.flows.cli.init import PLOTS_PAGE, plot_templates
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "DVC_"))}
     env.update(DVC_NO_ANALYTICS="1", DVC_SITE_CACHE_DIR=str(tmp_path / "site"),
@@ -267,7 +269,7 @@ def test_dvc_plots_page_renders_offline(browser, tmp_path):
     subprocess.run(["git", "init", "-q"], cwd=repo, check=True, env=env)
     subprocess.run([dvc, "init", "-q"], cwd=repo, check=True, env=env)
     (repo / ".dvc" / "plots").mkdir(exist_ok=True)
-    (repo / ".dvc" / "plots" / "taxonomy_stacked.json").write_text(json.dumps(PLOT_TEMPLATES["taxonomy_stacked.json"]))
+    (repo / ".dvc" / "plots" / "taxonomy_stacked.json").write_text(json.dumps(plot_templates()["taxonomy_stacked.json"]))
     (repo / ".dvc" / "plots" / "offline.html").write_text(PLOTS_PAGE.read_text(encoding="utf-8"), encoding="utf-8")
     subprocess.run([dvc, "config", "plots.html_template", "plots/offline.html"], cwd=repo, check=True, env=env)
     (repo / "taxonomy.csv").write_text("label,count,rate\ncorrect,3,0.75\nhallucination,1,0.25\n")

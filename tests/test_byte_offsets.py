@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from ragspan.tasks.core.byte_offsets import utf8_offset, utf8_offsets, utf8_spans
 
@@ -13,7 +13,6 @@ ATOMS = ["a", " ", "\r\n", "é", "e\u0301", "👩‍👩‍👧", "🙂", "東�
 texts = st.lists(st.sampled_from(ATOMS) | st.text(max_size=3), min_size=1, max_size=30).map("".join)
 
 
-@settings(max_examples=300, deadline=None)
 @given(texts, st.data())
 def test_byte_slice_equals_encoded_code_point_slice(doc, data):
     s = data.draw(st.integers(0, len(doc)))
@@ -23,7 +22,6 @@ def test_byte_slice_equals_encoded_code_point_slice(doc, data):
     assert utf8_offsets(doc, [e, s, e]) == [be, bs, be]  # any order, repeats kept
 
 
-@settings(max_examples=200, deadline=None)
 @given(st.lists(texts, min_size=1, max_size=4), st.data())
 def test_many_spans_over_many_documents(docs, data):
     texts_by_id = {f"d{i}": t for i, t in enumerate(docs)}

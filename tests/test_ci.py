@@ -85,6 +85,7 @@ def checkout(tmp_path_factory, env) -> tuple[Path, dict]:  # noqa: F811
     return work, runner
 
 
+@pytest.mark.e2e
 def test_the_workflow_steps_gate_a_worse_retriever(checkout):
     work, runner = checkout
     steps = steps_by_name()

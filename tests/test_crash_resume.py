@@ -160,6 +160,7 @@ def _sorted(df: pd.DataFrame) -> pd.DataFrame:
     return df.sort_values("claim_id").reset_index(drop=True)
 
 
+@pytest.mark.e2e
 def test_sigkill_at_several_points_then_resume(tmp_path, state_dir):
     from ragspan.flows.evaluate import evaluate
 

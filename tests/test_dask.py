@@ -16,9 +16,12 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 import yaml
 from conftest import SAMPLE, labels_the_local_judge_gives
 from servers import free_port, stop, wait_for
+
+pytestmark = pytest.mark.e2e  # slow, end to end: `pytest -m "not e2e"` leaves it out
 
 RAGSPAN = str(Path(sys.executable).parent / "ragspan")
 KEY = ["question_id", "claim_id"]

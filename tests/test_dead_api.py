@@ -17,6 +17,8 @@ import pytest
 from tests.conftest import REPO, SAMPLE
 from tests.servers import BIN, CLI, clean_env, free_port, healthy, wait_for
 
+pytestmark = pytest.mark.e2e  # slow, end to end: `pytest -m "not e2e"` leaves it out
+
 EXIT_BOUND_S = 60  # after the kill; the command itself should need well under 30 s
 
 
@@ -48,11 +50,25 @@ def _kill(proc: subprocess.Popen) -> None:
     proc.wait(timeout=30)
 
 
-def _evaluate(tmp: Path, env: dict[str, str], api: str) -> subprocess.Popen:
+# `ragspan.evaluate` as a script would call it: an error ragspan raises is its one line.
+_API = """
+import sys, ragspan
+try:
+    results = ragspan.evaluate(sys.argv[1], "baseline", out=sys.argv[2])
+except ragspan.RagspanError as exc:
+    print(f"error: {exc}", file=sys.stderr)
+    sys.exit(exc.exit_code)
+print("claims", results.metrics["claims"])
+"""
+
+
+def _evaluate(tmp: Path, env: dict[str, str], api: str, via: str = "command") -> subprocess.Popen:
+    """`ragspan evaluate` (via="command") or `ragspan.evaluate` (via="api") of the sample."""
     run_env = {**env, "PREFECT_API_URL": api, "RAGSPAN_HOME": str(tmp / "home")}
-    return subprocess.Popen([sys.executable, "-c", CLI, "evaluate", "--data", str(SAMPLE), "--run", "baseline",
-                             "--out", str(tmp / "out"), "--progress", "none"],
-                            cwd=REPO, env=run_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    argv = ([sys.executable, "-c", CLI, "evaluate", "--data", str(SAMPLE), "--run", "baseline",
+             "--out", str(tmp / "out"), "--progress", "none"] if via == "command" else
+            [sys.executable, "-c", _API, str(SAMPLE), str(tmp / "out")])
+    return subprocess.Popen(argv, cwd=REPO, env=run_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def _flow_started(tmp: Path, pid: int) -> bool:
@@ -79,23 +95,33 @@ def _check_quiet_exit(proc: subprocess.Popen, killed_at: float, tmp: Path) -> tu
     return proc.returncode, err
 
 
-def test_server_killed_during_evaluate(tmp_path):
+@pytest.mark.parametrize("via", ["command", "api"])
+@pytest.mark.parametrize("fault", ["killed", "hung"])
+def test_server_killed_or_hung_during_evaluate(tmp_path, via, fault):
+    """SIGKILL (a crash) or SIGSTOP (a server that accepts connections and never answers)
+    once the flow holds its output lock; the command and the Python API end alike."""
     env = clean_env(tmp_path)
     server, api = _start_server(tmp_path, env)
     proc = None
     try:
-        proc = _evaluate(tmp_path, env, api)
+        proc = _evaluate(tmp_path, env, api, via)
         wait_for(lambda: _flow_started(tmp_path, proc.pid) or proc.poll() is not None, 120, "the flow to start")
         assert proc.poll() is None, proc.communicate()
-        _kill(server)
+        if fault == "killed":
+            _kill(server)
+        else:
+            os.killpg(server.pid, signal.SIGSTOP)
         assert not healthy(api)
         killed_at = time.monotonic()
-        _, err = _check_quiet_exit(proc, killed_at, tmp_path)
+        code, err = _check_quiet_exit(proc, killed_at, tmp_path)
         assert "stopped answering during the run" in err, err
+        assert code in (0, 1), (code, err)  # results written and a warning, or one error line
     finally:
         if proc is not None and proc.poll() is None:
             proc.kill()
             proc.wait()
+        if fault == "hung" and server.poll() is None:
+            os.killpg(server.pid, signal.SIGCONT)
         _kill(server)
 
 

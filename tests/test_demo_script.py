@@ -11,7 +11,10 @@ from __future__ import annotations
 import os
 import subprocess
 
+import pytest
 from conftest import REPO
+
+pytestmark = pytest.mark.e2e  # slow, end to end: `pytest -m "not e2e"` leaves it out
 
 
 def test_demo_leaves_git_status_clean(tmp_path):

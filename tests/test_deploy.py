@@ -17,12 +17,16 @@ import subprocess
 import sys
 import time
 
+import pytest
 import yaml
 from conftest import SAMPLE
 from ragspan.flows import deploy
 from ragspan.flows import serve as serve_mod
 from ragspan.flows import watch as watch_mod
+from ragspan.tasks.io.history import read_history
 from servers import BIN, CLI, api_call, clean_env, prefect_server, stop, wait_for
+
+pytestmark = pytest.mark.e2e  # slow, end to end: `pytest -m "not e2e"` leaves it out
 
 
 def test_the_yaml_is_the_served_deployment_and_prefect_accepts_it():
@@ -111,7 +115,7 @@ def test_prefect_deploy_and_a_process_worker_run_the_triggered_watch_flow(tmp_pa
             marks["run done"] = round(time.monotonic() - t0, 1)
             assert run.state_type.value == "COMPLETED", (run.state.message, (tmp_path / "worker.log").read_text()[-3000:])
             assert run.work_pool_name == deploy.WORK_POOL and run.parameters["trigger"] == "event"
-            (h,) = watch_mod.read_history(ws)
+            (h,) = read_history(ws)
             assert h["flow_run_id"] == str(run.id) and h["index"] == "demo" and h["version"] == "v1"
             assert h["source"] == "event run file" and h["claims"] > 0
             assert h["experiment"]["sha"] and (ws / "results" / "demo" / "metrics.json").is_file()

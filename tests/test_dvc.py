@@ -135,7 +135,7 @@ def test_init_scaffolds_git_dvc_data_remote_params(workspace, env):
 def test_repro_writes_outputs_and_second_repro_is_a_noop(workspace):
     ws = workspace["ws"]
     assert "Running stage 'evaluate@baseline'" in workspace["first"].stdout
-    from ragspan.flows.cli.init import CACHED_OUTS, TRACKED_OUTS
+    from ragspan.tasks.reporting.results_files import CACHED_OUTS, TRACKED_OUTS
 
     written = {p.name for p in (ws / "results" / "baseline").iterdir()} - {".gitignore"}
     assert written == {*CACHED_OUTS, *TRACKED_OUTS, "metrics.json", "taxonomy.csv"}  # every output declared
@@ -270,7 +270,7 @@ def test_repository_dvc_yaml_declares_params_metrics_and_plots():
     assert "--run ${item}" in do["cmd"] and "--out results/${item}" in do["cmd"]
     assert {"${data.dir}", "tasks", "flows"} <= set(do["deps"])
     assert {"judge", "search", "chunking", "pipeline"} <= set(do["params"])
-    from ragspan.flows.cli.init import CACHED_OUTS, TRACKED_OUTS
+    from ragspan.tasks.reporting.results_files import CACHED_OUTS, TRACKED_OUTS
 
     assert do["outs"] == ([f"results/${{item}}/{name}" for name in CACHED_OUTS]
                           + [{f"results/${{item}}/{name}": {"cache": False}} for name in TRACKED_OUTS])
@@ -283,9 +283,9 @@ def test_repository_dvc_yaml_declares_params_metrics_and_plots():
 
 
 def test_init_writes_the_repository_plot_templates():
-    from ragspan.flows.cli.init import PLOT_TEMPLATES
+    from ragspan.flows.cli.init import plot_templates
 
-    for name, content in PLOT_TEMPLATES.items():
+    for name, content in plot_templates().items():
         assert json.loads((REPO / ".dvc" / "plots" / name).read_text()) == content
 
 
@@ -309,10 +309,10 @@ def test_dir_md5_matches_dvc_add_with_dvcignore(tmp_path, env):
 def test_init_pipeline_has_the_repository_stages_and_the_offline_plots_page():
     """`ragspan init`'s dvc.yaml runs the same stages as ragspan's own (evaluate per run,
     then aggregate, the last stage); both repositories render DVC plots offline."""
-    from ragspan.flows.cli.init import DVC_YAML, PLOTS_PAGE, evaluate_outs_yaml
+    from ragspan.flows.cli.init import PLOTS_PAGE, dvc_yaml
 
     ours = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
-    theirs = yaml.safe_load(DVC_YAML.format(data="data", outs=evaluate_outs_yaml()))["stages"]
+    theirs = yaml.safe_load(dvc_yaml("data"))["stages"]
     assert list(theirs) == list(ours) == ["evaluate", "aggregate"]
     assert theirs["aggregate"]["cmd"] == ours["aggregate"]["cmd"]
     assert theirs["aggregate"]["outs"] == ours["aggregate"]["outs"]

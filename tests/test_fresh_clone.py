@@ -22,10 +22,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 from conftest import REPO, SAMPLE
-from ragspan.flows import watch as watch_mod
+from ragspan.tasks.io.history import read_history
 from servers import api_call, artifacts, clean_env, prefect_server, stop, wait_for
+
+pytestmark = pytest.mark.e2e  # slow, end to end: `pytest -m "not e2e"` leaves it out
 
 BIN = Path(sys.executable).parent
 RAGSPAN = str(BIN / "ragspan")
@@ -88,7 +91,7 @@ def test_readme_watchdog_lines_work_in_a_fresh_clone(tmp_path):
             sh(RAGSPAN, "notify", "index-rebuilt", "--index", "demo", "--version", "v2", e=served)
             (run1,) = wait_for(lambda: _finished(api, 1), 180, "the triggered run")
             assert run1.state_type.value == "COMPLETED", run1.state.message
-            (h1,) = watch_mod.read_history(clone)
+            (h1,) = read_history(clone)
             spec = json.loads((clone / ".ragspan" / "demo-index" / "demo" / "index.json").read_text())["spec"]
             assert spec["version"] == "v2"  # built on first use, as the event's version
             assert h1["experiment"]["name"] == h1["name"] and h1["experiment"]["sha"] and "record_error" not in h1
@@ -111,7 +114,7 @@ def test_readme_watchdog_lines_work_in_a_fresh_clone(tmp_path):
             sh(RAGSPAN, "notify", "index-rebuilt", "--index", "demo", "--version", "v1", e=served)
             run2 = wait_for(lambda: _finished(api, 2), 180, "the second triggered run")[-1]
             assert run2.state_type.value == "COMPLETED", run2.state.message
-            h2 = watch_mod.read_history(clone)[-1]
+            h2 = read_history(clone)[-1]
             assert h2["experiment"]["sha"] and h2["version"] == "v1"
             cmp = json.loads(sh(RAGSPAN, "compare", h1["name"], h2["name"], "--run", "demo", "--format", "json",
                                 e=env).stdout)
@@ -132,7 +135,7 @@ def test_readme_watchdog_lines_work_in_a_fresh_clone(tmp_path):
             run3 = wait_for(lambda: _finished(api, 3), 180, "the third triggered run")[-1]
             assert run3.state_type.value == "COMPLETED", run3.state.message
             assert "experiment was not recorded" in (run3.state.message or "")
-            h3 = watch_mod.read_history(clone)[-1]
+            h3 = read_history(clone)[-1]
             assert h3["experiment"] is None and h3["record_error"] and h3["claims"] == h2["claims"]
             assert (clone / "results" / "demo" / "report.html").is_file()
             assert "error" in sh(RAGSPAN, "history", e=env).stdout

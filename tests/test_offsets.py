@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import unicodedata
 
-from hypothesis import given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
 from ragspan.tasks.core.locate import locate_quote
 from ragspan.tasks.core.text import normalize, normalize_with_map
@@ -20,7 +20,6 @@ ATOMS = [
 texts = st.lists(st.sampled_from(ATOMS), min_size=1, max_size=40).map("".join)
 
 
-@settings(max_examples=300, deadline=None)
 @given(texts, st.data())
 def test_exact_substring_is_found_at_exact_offsets(doc, data):
     i = data.draw(st.integers(0, len(doc) - 1))
@@ -33,11 +32,20 @@ def test_exact_substring_is_found_at_exact_offsets(doc, data):
         assert doc[s:e] == quote and match == "exact" and (s, e) == (i, j)
 
 
-@settings(max_examples=300, deadline=None)
-@given(texts, st.data())
-def test_normalised_match_maps_back_to_a_raw_slice_with_the_same_normal_form(doc, data):
-    i = data.draw(st.integers(0, len(doc) - 1))
-    j = data.draw(st.integers(i + 1, len(doc)))
+@st.composite
+def text_and_slice(draw: st.DrawFn) -> tuple[str, int, int]:
+    """A text and a non-empty slice [i, j) of it (a tuple, so a find can be an @example)."""
+    doc = draw(texts)
+    i = draw(st.integers(0, len(doc) - 1))
+    return doc, i, draw(st.integers(i + 1, len(doc)))
+
+
+# Found by the random search: the quote "F" (the f of "Refund") was located on the
+# ligature "ﬁ", whose normal form "fi" only starts with it.
+@example(("aaaaaa👩\u200d👩\u200d👧שלוםﬁRefund", 18, 19))
+@given(text_and_slice())
+def test_normalised_match_maps_back_to_a_raw_slice_with_the_same_normal_form(drawn):
+    doc, i, j = drawn
     if (j < len(doc) and unicodedata.combining(doc[j])) or unicodedata.combining(doc[i]):
         return  # a quote that cuts a letter from its accent is not a quote of this text
     # What an LLM does to a quote: NFC/NFKC, straight quotes, collapsed whitespace, case.
@@ -50,7 +58,6 @@ def test_normalised_match_maps_back_to_a_raw_slice_with_the_same_normal_form(doc
         assert normalize(doc[s:e]) == normalize(mangled)
 
 
-@settings(max_examples=300, deadline=None)
 @given(texts)
 def test_normalize_map_points_into_the_raw_text(doc):
     norm, starts, ends = normalize_with_map(doc)
@@ -59,7 +66,6 @@ def test_normalize_map_points_into_the_raw_text(doc):
     assert all(0 <= s < e <= len(doc) for s, e in zip(starts, ends))
 
 
-@settings(max_examples=300, deadline=None)
 @given(texts)
 def test_decomposed_claims_are_exact_answer_slices(answer):
     for claim in split_claims(answer):

@@ -20,6 +20,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from conftest import REPO, SAMPLE, labels_the_local_judge_gives
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -63,6 +64,7 @@ def run(*cmd: str | Path, **kw) -> subprocess.CompletedProcess:
     return done
 
 
+@pytest.mark.e2e
 def test_the_wheel_installed_in_a_fresh_venv_evaluates_the_sample_from_elsewhere(tmp_path):
     src = tmp_path / "src"
     src.mkdir()

@@ -33,8 +33,10 @@ import yaml
 from conftest import SAMPLE
 from ragspan.flows import serve as serve_mod
 from ragspan.flows import watch as watch_mod
+from ragspan.tasks.errors import ConfigError
+from ragspan.tasks.io import history as history_file
 from ragspan.tasks.reporting.results_files import read_results
-from ragspan.tasks.tools import demo_rag
+from ragspan.tasks.tools import demo_rag, rag_command
 from servers import free_port as _free_port
 from servers import healthy as _healthy
 from servers import wait_for as _wait
@@ -139,10 +141,10 @@ def test_names_are_safe_for_files_refs_and_experiments():
 def test_rag_command_template():
     values = {"data_dir": "/d d", "out": "/o.jsonl", "index": "demo", "python": "/py", "questions": "/d d/q.csv",
               "version": "", "revision": "", "run": "r"}
-    argv = watch_mod.fill_command("{python} -m x --data {data_dir} --out={out} -i {index}", values)
+    argv = rag_command.fill_command("{python} -m x --data {data_dir} --out={out} -i {index}", values)
     assert argv == ["/py", "-m", "x", "--data", "/d d", "--out=/o.jsonl", "-i", "demo"]
-    with pytest.raises(watch_mod.ConfigError, match="unknown placeholder {nope}"):
-        watch_mod.fill_command("run {nope}", values)
+    with pytest.raises(ConfigError, match="unknown placeholder {nope}"):
+        rag_command.fill_command("run {nope}", values)
 
 
 def test_watch_params_live_in_settings_outside_the_fingerprint(tmp_path, state_dir):
@@ -159,7 +161,7 @@ def test_watch_params_live_in_settings_outside_the_fingerprint(tmp_path, state_d
     p2.write_text(yaml.safe_dump({"judge": {"support_threshold": 0.8}}))
     assert load_settings(p).fingerprint() == load_settings(p2).fingerprint()
     p.write_text(yaml.safe_dump({"rag": {"comand": "typo"}}))
-    with pytest.raises(watch_mod.ConfigError, match="comand"):
+    with pytest.raises(ConfigError, match="comand"):
         watch_mod.load_watch_params(p)
 
 
@@ -172,9 +174,9 @@ def test_a_bad_run_is_refused_and_nothing_lands(tmp_path, state_dir):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"question_id": "q01", "answer": "x", "retrieved": [{"chunk_id": "nope#9"}]}\n')
     with pytest.raises(InputError):
-        watch_mod.install_run(bad, data, "new", load_settings(None))
+        rag_command.install_run(bad, data, "new", load_settings(None))
     assert not list((data / "runs").glob("*new*")) and not list((data / "runs").glob(".*"))
-    good = watch_mod.install_run(SAMPLE / "runs" / "baseline.jsonl", data, "new", load_settings(None))
+    good = rag_command.install_run(SAMPLE / "runs" / "baseline.jsonl", data, "new", load_settings(None))
     assert good.read_bytes() == (SAMPLE / "runs" / "baseline.jsonl").read_bytes()
 
 
@@ -182,12 +184,30 @@ def test_history_file_and_table(tmp_path):
     rec = {"name": "event-demo-1", "trigger": "event", "index": "demo", "version": "v1", "claims": 36,
            "finished": "2026-12-01T10:15:09+00:00", "rates": {"correct": 0.5, "rank_failure": 0.25},
            "experiment": {"name": "event-demo-1"}}
-    watch_mod.append_history(tmp_path, rec)
-    with open(tmp_path / watch_mod.HISTORY, "a") as fh:
+    history_file.append_history(tmp_path, rec)
+    with open(tmp_path / history_file.HISTORY, "a") as fh:
         fh.write('{"torn": ')  # a crash mid-append loses that line only
-    assert watch_mod.read_history(tmp_path) == [rec]
-    table = serve_mod.history_table([rec])
+    assert history_file.read_history(tmp_path) == [rec]
+    table = history_file.history_table([rec])
     assert "50%" in table and "25%" in table and "event-demo-1" in table and "rank" in table
+
+
+_HISTORY_COMMAND = """
+import sys
+from ragspan.flows.cli import main
+code = main(["history", "--workspace", sys.argv[1]])
+print("imported:", sorted(m for m in ("prefect", "pandas", "pydantic", "dvc") if m in sys.modules), code)
+"""
+
+
+def test_history_command_reads_its_file_without_importing_prefect(tmp_path):
+    """`ragspan history` is a file read: it answers without Prefect's import time."""
+    history_file.append_history(tmp_path, {"name": "schedule-demo-1", "trigger": "schedule", "index": "demo",
+                                           "claims": 3, "rates": {"correct": 1.0}})
+    done = subprocess.run([sys.executable, "-c", _HISTORY_COMMAND, str(tmp_path)], capture_output=True,
+                          text=True, timeout=60, check=True)
+    assert "schedule-demo-1" in done.stdout and "100%" in done.stdout, done.stdout
+    assert done.stdout.splitlines()[-1] == "imported: [] 0", done.stdout
 
 
 def test_deployment_has_the_schedule_trigger_and_queue(tmp_path):
@@ -236,6 +256,7 @@ def _stop(proc: subprocess.Popen, timeout: float = 60) -> int:
     return proc.wait(timeout=timeout)
 
 
+@pytest.mark.e2e
 def test_index_rebuilt_event_runs_evaluates_and_records(tmp_path):
     ws, state = tmp_path / "ws", tmp_path / "state"
     shutil.copytree(SAMPLE, ws / "data")
@@ -314,7 +335,7 @@ def test_index_rebuilt_event_runs_evaluates_and_records(tmp_path):
         assert run1.state_type.value == "COMPLETED", run1.state.message
         mark("run 1")
         latency, duration = run1.start_time.timestamp() - t1, (run1.end_time - run1.start_time).total_seconds()
-        (h1,) = watch_mod.read_history(ws)
+        (h1,) = history_file.read_history(ws)
         assert h1["trigger"] == "event" and h1["index"] == "demo" and h1["version"] == "v1"
         assert h1["source"] == "rag.command" and h1["flow_run_id"] == str(run1.id)
         assert h1["experiment"]["name"] == h1["name"] and h1["experiment"]["sha"]
@@ -337,7 +358,7 @@ def test_index_rebuilt_event_runs_evaluates_and_records(tmp_path):
         assert all(r.state_type.value == "COMPLETED" for r in runs), [r.state.message for r in runs]
         mark("runs 2+3")
         assert runs[1].end_time <= runs[2].start_time, "overlapping runs on one workspace"
-        history = watch_mod.read_history(ws)
+        history = history_file.read_history(ws)
         assert [h["version"] for h in history] == ["v1", "v2", "v2"]
         # queued runs are not guaranteed to start in event order: one of them carries the revision
         assert sorted(str(h["revision"]) for h in history[1:]) == ["None", "feedbeef"]
@@ -359,7 +380,7 @@ def test_index_rebuilt_event_runs_evaluates_and_records(tmp_path):
         fire("--run", "runs/missing.jsonl")
         failed = _wait(lambda: done(4), 60, "the failing run")[-1]
         assert failed.state_type.value == "FAILED" and "run file not found" in (failed.state.message or "")
-        assert len(watch_mod.read_history(ws)) == 3
+        assert len(history_file.read_history(ws)) == 3
         assert not list((ws / "results").glob(".*tmp*"))
         mark("failed run")
         print(f"\nevent → run start {latency:.2f} s; run duration {duration:.2f} s; "

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from ragspan.flows.cli import main
-from ragspan.flows.cli.evaluate import run_of_another_workspace
+from ragspan.flows.evaluation import run_of_another_workspace
 from ragspan.tasks.errors import InputError
 from ragspan.tasks.io.imports.json_objects import read_objects
 from ragspan.tasks.io.imports.model import corpus_id

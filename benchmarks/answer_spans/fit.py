@@ -1,6 +1,6 @@
 """Fit the answer-span word model (tasks/judges/verifier/marks-1.json) on WiCE TRAIN only.
 
-    .venv/bin/python benchmarks/answer_spans/fit.py [--out tasks/judges/verifier/marks-1.json]
+    .venv/bin/python -m benchmarks.answer_spans.fit [--out tasks/judges/verifier/marks-1.json]
 
 A logistic regression over marks.WORD_FEATURES predicts, per word of a claim, whether
 people marked it unsupported (WiCE `non_supported_tokens_train`: a word is unsupported
@@ -18,21 +18,17 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
-from sklearn.linear_model import LogisticRegression
-from sklearn.model_selection import GroupKFold
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-import run
 from ragspan.tasks.judges.verifier import PACKAGED_MODEL, Verifier, decide
 from ragspan.tasks.judges.verifier.features import pair_features
 from ragspan.tasks.judges.verifier.marks import WORD_FEATURES, WordModel, claim_marks, word_features
 from ragspan.tasks.judges.verifier.profiles import claim_profile, passage_profile
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import GroupKFold
+
+from benchmarks.answer_spans import run
 
 CS = (0.03, 0.1, 0.3, 1.0, 3.0)
 THRESHOLDS = tuple(round(t, 2) for t in np.arange(0.25, 0.71, 0.05))

@@ -1,7 +1,7 @@
 """Answer spans (issue 21): how well the local judge marks the words of a claim that its
 evidence does not support, against human and edit-derived gold.
 
-    .venv/bin/python benchmarks/answer_spans/run.py [--json benchmarks/results/answer-spans.json]
+    .venv/bin/python -m benchmarks.answer_spans.run [--json benchmarks/results/answer-spans.json]
                                                     [--no-summedits] [--scale WS]
 
 Data (read at run time from RAGSPAN_BENCH_DATA, never copied into the repository):
@@ -34,22 +34,19 @@ import glob
 import json
 import math
 import re
-import sys
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from _real_claims import DATA, REPO
 from ragspan.tasks.judges.local import split_claims
 from ragspan.tasks.judges.verifier import PACKAGED_MODEL, Verifier, decide
 from ragspan.tasks.judges.verifier.features import pair_features
 from ragspan.tasks.judges.verifier.marks import claim_marks
 from ragspan.tasks.judges.verifier.profiles import claim_profile, passage_profile
 from ragspan.tasks.judges.verifier.tokens import tokens
+
+from benchmarks._real_claims import DATA, REPO
 
 Span = tuple[int, int]
 SPLITS = ("train", "dev")

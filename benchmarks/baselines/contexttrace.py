@@ -6,8 +6,7 @@ benchmarks/baselines/contexttrace_verify.py with that venv's python over a whole
 at once (one subprocess, one temporary JSONL file). See that script for the exact
 ContextTrace call and how its per-sub-claim verdicts map to (supported, score).
 
-    sys.path.insert(0, "benchmarks")  # as the other benchmark scripts do
-    from baselines.contexttrace import available, run_contexttrace
+    from benchmarks.baselines.contexttrace import available, run_contexttrace
     verdicts = run_contexttrace([{"id": "c1", "question": q, "claim": c, "passages": [...]}])
     supported, score = verdicts["c1"]
 """

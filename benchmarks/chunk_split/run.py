@@ -1,8 +1,8 @@
 """Planted chunk boundaries: does ragspan name evidence a chunk boundary cuts (issue 30)?
 
-    .venv/bin/python benchmarks/chunk_split/run.py            # ~540 cases x 5 variants, a few minutes
-    .venv/bin/python benchmarks/chunk_split/run.py --limit 100
-    .venv/bin/python benchmarks/chunk_split/run.py --claims answer   # paraphrased claims (ClapNQ answers)
+    .venv/bin/python -m benchmarks.chunk_split.run            # ~540 cases x 5 variants, a few minutes
+    .venv/bin/python -m benchmarks.chunk_split.run --limit 100
+    .venv/bin/python -m benchmarks.chunk_split.run --claims answer   # paraphrased claims (ClapNQ answers)
 
 With `--claims answer` the claims are ClapNQ's human-written answers (paraphrases), the
 evidence the stretch from the first to the last sentence the annotators selected for it,
@@ -49,8 +49,8 @@ import pandas as pd
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
-sys.path.insert(0, str(REPO / "benchmarks"))
-from _data import Doc, Item, detok, load_clapnq, load_clapnq_abstractive, load_xquad
+
+from benchmarks._data import Doc, Item, detok, load_clapnq, load_clapnq_abstractive, load_xquad
 
 RAGSPAN = str(Path(sys.executable).parent / "ragspan")
 VARIANTS = ("base", "split", "nothing", "edge", "overlap")

@@ -1,7 +1,7 @@
 """How tasks/judges/verifier/word_zipf.json (word rarity for the local judge) was made.
 
     .venv/bin/pip install -e '.[train]'                       # wordfreq==3.1.1
-    .venv/bin/python benchmarks/judge_model/build_zipf.py [--out PATH | --install]
+    .venv/bin/python -m benchmarks.judge_model.build_zipf [--out PATH | --install]
 
 The Zipf frequency (log10 of occurrences per billion words) of each Snowball stem, from
 wordfreq's English list (its top 40,000 words; the frequencies of words sharing a stem are

@@ -295,10 +295,8 @@ def main(argv: list[str] | None = None) -> int:
     built from those sets' documents (e.g. benchmarks/accuracy.py's taxonomy cases from
     XQuAD and ClapNQ), run with RAGSPAN_LOCAL_JUDGE_MODEL=OUT."""
     import argparse
-    import sys
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from lodo import sets as lodo_sets
+    from benchmarks.lodo import sets as lodo_sets
 
     ap = argparse.ArgumentParser(description=main.__doc__.split("\n")[0])
     ap.add_argument("--without", required=True, help="comma-separated sets left out")

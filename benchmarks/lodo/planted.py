@@ -19,15 +19,11 @@ from __future__ import annotations
 
 import random
 import re
-import sys
 from dataclasses import dataclass
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ragspan.tasks.core.text import sentence_spans
 
-from lodo import sets as lodo_sets
+from benchmarks.lodo import sets as lodo_sets
 
 MIN_DOC = 5000
 PASSAGE_SENTENCES = 8

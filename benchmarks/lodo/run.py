@@ -1,6 +1,6 @@
 """Leave one dataset out: every local-judge design and the baselines, one table per set.
 
-    .venv/bin/python benchmarks/lodo/run.py [--limit 1500] [--seed 13] [--no-contexttrace]
+    .venv/bin/python -m benchmarks.lodo.run [--limit 1500] [--seed 13] [--no-contexttrace]
         [--name NAME] [--install]
 
 For each of the eight sets (benchmarks/lodo/sets.py; the dialogue pair is one), every
@@ -39,11 +39,9 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from lodo import fit as F
-from lodo import planted as P
-from lodo import sets as S
+from benchmarks.lodo import fit as F
+from benchmarks.lodo import planted as P
+from benchmarks.lodo import sets as S
 
 REPO = Path(__file__).resolve().parents[2]
 LOCAL4 = Path(__file__).resolve().parent / "local-4.json"
@@ -149,7 +147,7 @@ def local4(rows: F.Rows) -> dict[str, dict]:
 
 
 def contexttrace(cases: dict[str, list]) -> dict[str, dict]:
-    from baselines.contexttrace import run_contexttrace
+    from benchmarks.baselines.contexttrace import run_contexttrace
 
     out = {}
     for name, cs in cases.items():
@@ -221,9 +219,9 @@ def planted_with(predict, items: list[P.Planted]) -> dict[str, dict]:
 
 def through_pipeline(rows: F.Rows, cases: dict[str, list], design: str, names: list[str], workdir: Path) -> dict:
     """The held-out sets again, through `ragspan evaluate` (bring-your-own claims, every
-    passage in context, no corpus-wide search; benchmarks/real_claims.py) with the model
+    passage in context, no corpus-wide search; benchmarks/lodo/pipeline.py) with the model
     fitted without that set: the pipeline's labels, not the harness's."""
-    from real_claims import case_rows, run_pipeline
+    from benchmarks.lodo.pipeline import case_rows, run_pipeline
 
     sets = np.asarray(rows.set)
     out = {}
@@ -318,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     commit = subprocess.run(["git", "rev-parse", "HEAD"], check=False, cwd=REPO, capture_output=True, text=True).stdout.strip()
     doc = {
         "name": args.name,
-        "command": "benchmarks/lodo/run.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "command": "python -m benchmarks.lodo.run " + " ".join(sys.argv[1:] if argv is None else argv),
         "commit": commit,
         "limit": args.limit,
         "seed": args.seed,

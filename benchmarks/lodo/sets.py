@@ -1,6 +1,6 @@
 """The eight labelled groups of the leave-one-dataset-out (LODO) benchmark of the verifier.
 
-    .venv/bin/python benchmarks/lodo/sets.py [--limit 1500] [--seed 13] [--show 3]
+    .venv/bin/python -m benchmarks.lodo.sets [--limit 1500] [--seed 13] [--show 3]
 
 Read-only from `RAGSPAN_BENCH_DATA` (default `<repo>/../shared/data`, see its README.md and
 each folder's LOADER.md); nothing is copied into the repository. Every case is a
@@ -32,15 +32,11 @@ import hashlib
 import json
 import random
 import re
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # benchmarks/: _real_claims, _data
-
-from _data import _sentence_around, answer_kind
-from _real_claims import DATA, GOLDS, Case, _read_jsonl, load_factcheck, load_wice
+from benchmarks._data import _sentence_around, answer_kind
+from benchmarks._real_claims import DATA, GOLDS, Case, _read_jsonl, load_factcheck, load_wice
 
 SETS: tuple[str, ...] = (
     "wice",

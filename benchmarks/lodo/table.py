@@ -1,6 +1,6 @@
 """A LODO results file as the Markdown tables docs/local-judge.md quotes.
 
-    .venv/bin/python benchmarks/lodo/table.py [benchmarks/results/lodo-local-5.json]
+    .venv/bin/python -m benchmarks.lodo.table [benchmarks/results/lodo-local-5.json]
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Topical overlap is not support: a claim against the most similar *other* document.
 
-    .venv/bin/python benchmarks/lodo/topical.py [--n 300]
+    .venv/bin/python -m benchmarks.lodo.topical [--n 300]
 
 From PubMedQA PQA-L (read at run time from the data directory, never copied): for each of
 `n` abstracts (seeded), the longest sentence of its conclusion is judged by the packaged
@@ -17,16 +17,13 @@ import argparse
 import json
 import math
 import random
-import sys
 from collections import Counter
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from _real_claims import DATA
 from ragspan.tasks.core.text import norm_set, sentence_spans
 from ragspan.tasks.judges.base import JudgeSpec
 from ragspan.tasks.judges.local import LocalJudge
+
+from benchmarks._real_claims import DATA
 
 
 def main(argv: list[str] | None = None) -> int:

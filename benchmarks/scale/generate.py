@@ -37,12 +37,10 @@ import json
 import os
 import random
 import re
-import sys
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
 
 LABEL_MIX = {"correct": 0.45, "rank_failure": 0.15, "retrieval_miss": 0.15, "synthesis_error": 0.12,
              "hallucination": 0.13}
@@ -54,8 +52,9 @@ _END = re.compile(r"[.!?]$")
 
 
 def sentence_pool() -> list[str]:
-    from _data import load_clapnq, load_xquad
     from ragspan.tasks.core.text import sentence_spans
+
+    from benchmarks._data import load_clapnq, load_xquad
 
     xdocs, _ = load_xquad()
     cdocs, _ = load_clapnq()

@@ -50,7 +50,6 @@ from ragspan.tasks.reporting.results_files import read_results
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
-sys.path.insert(0, str(HERE))
 PY = sys.executable
 RAGSPAN = str(Path(PY).parent / "ragspan")
 QUICK = "1000x100,3000x300,10000x1000"
@@ -262,7 +261,7 @@ def run_child(kind: str, ws: Path) -> dict:
 
 
 def workspace(work: Path, chunks: int, answers: int) -> Path:
-    from generate import write_workspace
+    from benchmarks.scale.generate import write_workspace
 
     ws = work / f"ws-{chunks}x{answers}"
     info = ws / "info.json"

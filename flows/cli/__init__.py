@@ -18,9 +18,7 @@ import logging
 import os
 import sys
 import traceback
-from pathlib import Path
 
-DEFAULT_PARAMS = Path("params.yaml")
 # Further subcommands, each module exposing `register(subparsers)` that adds its parsers
 # with `set_defaults(func=...)`; the func returns the exit code.
 _COMMAND_MODULES: tuple[str, ...] = (
@@ -34,13 +32,6 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "ragspan.flows.cli.explain",
     "ragspan.flows.cli.import_",
 )
-
-
-def params_path(given: str | None) -> str | None:
-    """--params, else ./params.yaml when present, else built-in defaults."""
-    if given:
-        return given
-    return str(DEFAULT_PARAMS) if DEFAULT_PARAMS.exists() else None
 
 
 VERBOSE_HELP = ("show step timings, cache decisions (answer store, step cache, inputs cache, "

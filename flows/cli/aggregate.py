@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ragspan.flows.cli import params_path
+from ragspan.flows.evaluation import params_path
 
 
 def cmd_aggregate(args: argparse.Namespace) -> int:

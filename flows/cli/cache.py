@@ -91,7 +91,7 @@ def cmd_clear(args: argparse.Namespace) -> int:
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
-    from ragspan.flows.cli import params_path
+    from ragspan.flows.evaluation import params_path
     from ragspan.tasks.config import load_settings
     from ragspan.tasks.io.state import human, parse_size, prune
 

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ragspan.flows.cli import params_path
+from ragspan.flows.evaluation import choose_run, params_path
 
 if TYPE_CHECKING:
     from ragspan.tasks.config import Settings
@@ -23,50 +23,6 @@ def _judge_overrides(args: argparse.Namespace) -> dict[str, str]:
     given = {"judge.kind": getattr(args, "judge", None), "judge.model": getattr(args, "model", None),
              "judge.base_url": getattr(args, "base_url", None)}
     return {k: v for k, v in given.items() if v}
-
-
-def choose_run(data: str, given: str | None, settings: Settings, params_file: str | None) -> str:
-    """--run; else the first of data.runs when a params file lists them (a DVC workspace);
-    else the data directory's only run file; else an error listing the runs there. A params
-    file of another workspace (its data.dir is not DATA) never picks a run silently: DATA's
-    own single run wins over a data.runs entry DATA does not hold, and a listed run chosen
-    among several is said on stderr."""
-    from ragspan.tasks.errors import InputError, UsageError
-    from ragspan.tasks.io.load import run_names
-
-    if given:
-        return given
-    if not Path(data).is_dir():
-        raise InputError(data, None, None, "data directory not found")
-    listed = settings.data.runs if params_file and "runs" in settings.data.model_fields_set else []
-    own = Path(data).resolve() == Path(settings.data.dir).resolve()
-    if listed and own:
-        return listed[0]
-    names = run_names(data)
-    run, note = run_of_another_workspace(names, listed, f"{params_file}'s data.runs", str(Path(data) / "runs"))
-    if note:
-        print(f"note: {note}", file=sys.stderr)
-    if run is not None:
-        return run
-    if not names:
-        raise UsageError(f"{Path(data) / 'runs'}: no run files (runs/<name>.jsonl): nothing to evaluate")
-    raise UsageError(f"{Path(data) / 'runs'}: {len(names)} runs, choose one with --run: {', '.join(names)}")
-
-
-def run_of_another_workspace(names: list[str], listed: list[str], source: str,
-                             runs_dir: str) -> tuple[str | None, str | None]:
-    """(the run to evaluate, the note saying why) for a data directory holding `names`,
-    given the runs a params file of another workspace lists (`listed`, from `source`):
-    its only run; else the first listed run it holds; else none."""
-    if len(names) == 1:
-        passed_over = [r for r in listed if r != names[0]]
-        return names[0], (f"evaluating {names[0]}, the only run in {runs_dir}; {source} ({', '.join(listed)}) "
-                          "is another workspace's" if passed_over else None)
-    held = [r for r in listed if r in names]
-    if held:
-        return held[0], (f"evaluating {held[0]}, the first of {source} found among the {len(names)} runs in "
-                         f"{runs_dir}; --run NAME chooses another")
-    return None, None
 
 
 def _run_of(args: argparse.Namespace, settings: Settings) -> tuple[str, str]:
@@ -103,17 +59,6 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
-def without_heartbeat():
-    """A CLI run blocks until its flow ends, so Prefect's flow-run heartbeat (zombie
-    detection for workers) adds nothing but ~1 s joining its thread at the end (docs/stack.md).
-    Off unless PREFECT_FLOWS_HEARTBEAT_FREQUENCY is set; served deployments keep it."""
-    if "PREFECT_FLOWS_HEARTBEAT_FREQUENCY" in os.environ:
-        return contextlib.nullcontext()
-    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
-
-    return temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None})
-
-
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from ragspan.tasks.config import load_settings
     from ragspan.tasks.io.load import checked_workspace
@@ -138,18 +83,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         from ragspan.tasks.config import state_dir
 
         check_workers(args.dask_address, state_dir(), results_dir())  # before any shard is submitted
-    from ragspan.flows import local_server
+    from ragspan.flows.evaluation import server_in_use, settle_api
 
     with verbose.timed("find or start the Prefect server"):
-        url, how = local_server.ensure_server(log=lambda m: print(m, file=sys.stderr))
+        url, how = settle_api(log=lambda m: print(m, file=sys.stderr))
     verbose.server(url, how)
-    from ragspan.flows.runtime import api_answers
-    from ragspan.tasks.errors import NoServer
-
-    if url and not api_answers(url):  # else every Prefect call retries for a minute, then a traceback
-        raise NoServer(f"the Prefect API at {url} does not answer: start its server, or unset "
-                       "PREFECT_API_URL (ragspan then starts a local one)")
-    with local_server.in_use() if how in ("reused", "started") else contextlib.nullcontext():
+    with server_in_use(how):
         metrics = _run_flow(args, settings, ws, data, run, out, overrides, verbose, url)
     if args.json:
         print(json.dumps({k: metrics[k] for k in ("run", "claims", "judged", "unjudged", "labels")}))
@@ -173,10 +112,7 @@ def _run_flow(args, settings, ws, data: str, run: str, out: str, overrides: dict
               api_url: str | None = None) -> dict:
     with verbose.timed("import the flow"):
         from ragspan.flows import progress
-        from ragspan.flows.evaluate import evaluate
-        from ragspan.flows.runners import task_runner
-        from ragspan.flows.runtime import ApiWatch, api_answers
-        from ragspan.tasks.errors import RagspanError
+        from ragspan.flows.evaluation import run_evaluate_flow
         from ragspan.tasks.io.load import hand_over
 
     verbose.index_state(ws)
@@ -186,34 +122,10 @@ def _run_flow(args, settings, ws, data: str, run: str, out: str, overrides: dict
     reporter = progress.make(mode)
     with progress.activate(reporter), verbose.step_timings(), verbose.timed("the evaluate flow"):
         reporter.start(run, len(ws.answers), -(-len(ws.answers) // shard_size))
-        runner = task_runner(args.task_runner, settings.pipeline.shard_concurrency, args.dask_address)
-        written = Path(out) / "metrics.json"
-        started = time.time()
-
-        def finished() -> bool:  # this run's results are in place (written whole, renamed)
-            return written.is_file() and written.stat().st_mtime >= started
-
-        def abandon() -> None:
-            print(f"warning: the Prefect API at {api_url} stopped answering during the run; results "
-                  f"written to {out}/; not waiting for the API (the Prefect UI lacks part of this run)",
-                  file=sys.stderr, flush=True)
-
-        watching = ApiWatch(api_url, not args.verbose, finished=finished, on_abandon=abandon) if api_url else None
-        with without_heartbeat(), (watching or contextlib.nullcontext()) as watch:
-            try:
-                metrics = evaluate.with_options(task_runner=runner)(
-                    data_dir=data, run=run, out_dir=out, params_path=params_path(args.params),
-                    overrides=overrides, compare_to=args.compare_to)
-            except Exception as exc:
-                # The API may die before the watch's next check (a flow run being created):
-                # an unexpected error with the API gone now is the same one line.
-                if watch and (watch.dead or (not isinstance(exc, RagspanError) and not api_answers(api_url))):
-                    raise RagspanError(f"the Prefect API at {api_url} stopped answering during the run "
-                                       f"({type(exc).__name__}); results in {out}/ may be incomplete") from None
-                raise
-        if watch and watch.dead:
-            print(f"warning: the Prefect API at {api_url} stopped answering during the run; results "
-                  f"written to {out}/, but the Prefect UI lacks part of this run", file=sys.stderr, flush=True)
+        metrics = run_evaluate_flow(data, run, out, settings, params_file=params_path(args.params),
+                                    overrides=overrides, api_url=api_url, runner=args.task_runner,
+                                    dask_address=args.dask_address, compare_to=args.compare_to,
+                                    quiet=not args.verbose)
         reporter.done(metrics["claims"], {k: v["count"] for k, v in metrics["labels"].items()})
     return metrics
 

@@ -216,7 +216,7 @@ def _plain(d: dict) -> dict:
 
 
 def _document_texts(results: Path, doc_ids: set) -> dict[str, str] | None:
-    from ragspan.flows.cli.compare import data_dir_of_results
+    from ragspan.tasks.io.compare_sides import data_dir_of_results
     from ragspan.tasks.io.load import load_corpus
     from ragspan.tasks.reporting.results_files import read_results
 

@@ -32,133 +32,45 @@ from ragspan.flows.deploy import PREFECT_YAML
 from ragspan.tasks.core.taxonomy import COLORS as LABEL_COLORS
 from ragspan.tasks.core.taxonomy import LABELS
 from ragspan.tasks.errors import InitError
-from ragspan.tasks.reporting.results_files import (
-    ANSWER_CHARS_FILE,
-    BY_METADATA_FILE,
-    MANIFEST_FILE,
-    RUN_FILE,
-)
+from ragspan.tasks.reporting.results_files import CACHED_OUTS, TRACKED_OUTS
 
-# What both bar-chart templates share (a DVC plot template is a Vega-Lite spec).
-_BAR_CHART: dict = {
-    "$schema": "https://vega.github.io/schema/vega-lite/v5.json",
-    "data": {"values": "<DVC_METRIC_DATA>"},
-    "title": "<DVC_METRIC_TITLE>",
-    "width": 360,
-    "height": 240,
-    "mark": {"type": "bar", "tooltip": True},
-}
-
-# The plot templates of ragspan's own repository (.dvc/plots/); a test keeps them equal.
-PLOT_TEMPLATES: dict[str, dict] = {
-    "taxonomy_stacked.json": {
-        **_BAR_CHART,
-        "encoding": {
-            "x": {"field": "rev", "type": "nominal", "sort": [], "title": "revision"},
-            "y": {"field": "<DVC_METRIC_Y>", "type": "quantitative", "stack": "zero",
-                  "title": "<DVC_METRIC_Y_LABEL>"},
-            "color": {
-                "field": "<DVC_METRIC_X>",
-                "type": "nominal",
-                "title": "<DVC_METRIC_X_LABEL>",
-                "sort": list(LABELS),
-                "scale": {
-                    "domain": list(LABELS),
-                    "range": [LABEL_COLORS[label] for label in LABELS],
-                },
-            },
-            "order": {"field": "<DVC_METRIC_X>"},
-        },
-    },
-    "taxonomy_bars.json": {
-        **_BAR_CHART,
-        "encoding": {
-            "x": {
-                "field": "<DVC_METRIC_X>",
-                "type": "nominal",
-                "title": "<DVC_METRIC_X_LABEL>",
-                "sort": list(LABELS),
-            },
-            "y": {"field": "<DVC_METRIC_Y>", "type": "quantitative", "title": "<DVC_METRIC_Y_LABEL>"},
-            "xOffset": {"field": "rev", "sort": []},
-            "color": {"field": "rev", "type": "nominal", "sort": [], "title": "revision"},
-        },
-    },
-}
-
-# The cached DVC outs of each run: every file report.py writes into results/<run>/ except
-# metrics.json, taxonomy.csv (git-tracked metrics/plots) and manifest.json (a git-tracked
-# out: `ragspan compare` reads it at any revision). ragspan's own dvc.yaml lists the same
-# files; tests check both against what a real run writes.
-CACHED_OUTS = ("claims.parquet", "spans.parquet", "diagnoses.parquet", "answer_spans.parquet", "report.html",
-               "summary.md", "taxonomy.svg", "taxonomy.png", "ranks.svg", "ranks.png", "by_metadata.svg",
-               "by_metadata.png", BY_METADATA_FILE, ANSWER_CHARS_FILE, RUN_FILE)
-TRACKED_OUTS = (MANIFEST_FILE,)
+# The files `ragspan init` writes from templates (package data in flows/cli/templates/):
+# dvc.yaml, with the data directory and the evaluate stage's outs filled in, and the DVC
+# plot templates, with the taxonomy's labels and colours filled in. ragspan's own dvc.yaml
+# and .dvc/plots/ are the same; tests keep them so.
+_TEMPLATES = resources.files("ragspan.flows.cli.templates")
+PLOT_TEMPLATE_NAMES = ("taxonomy_stacked.json", "taxonomy_bars.json")
 
 # The offline DVC plots page (Vega inlined; scripts/vendor-vega builds it), copied to
 # .dvc/plots/ and set as `plots.html_template`, so `dvc plots show/diff` pages render offline.
 PLOTS_PAGE = resources.files("ragspan.tasks.reporting") / "dvc_plots.html"
 PLOTS_PAGE_NAME = "offline.html"
 
-DVC_YAML = """\
-# Written by `ragspan init`. One evaluate stage per run in params.yaml `data.runs`, each
-# running the whole evaluate flow, then `aggregate`, the last stage: every run side by side
-# in reports/. The data directory is tracked by DVC (`{data}.dvc`); the results' Parquet
-# tables, report.html and run.json (this run's judge calls, task states, git state) are DVC
-# outs; metrics.json (results only), manifest.json and taxonomy.csv are committed to git
-# (cache: false) for `dvc metrics diff` / `dvc plots diff` / `ragspan compare`.
-# ragspan's code is not a dep here (it is an installed package): after upgrading
-# ragspan, run `dvc repro --force` (manifest.json records the code version).
-stages:
-  evaluate:
-    foreach: ${{data.runs}}
-    do:
-      cmd: ragspan evaluate --data ${{data.dir}} --run ${{item}} --out results/${{item}} --quiet
-      deps:
-        - ${{data.dir}}
-      params:
-        - chunking
-        - judge
-        - search
-        - pipeline
-      outs:
-{outs}
-      metrics:
-        - results/${{item}}/metrics.json:
-            cache: false
-      plots:
-        - results/${{item}}/taxonomy.csv:
-            cache: false
-            x: label
-            y: rate
-            template: taxonomy_stacked
-            title: "Claims by taxonomy label (rate over judged claims)"
-            x_label: label
-            y_label: rate
-  aggregate:  # every run side by side; `results` as a dep follows every evaluate stage
-    cmd: ragspan aggregate --results results --out reports --quiet
-    deps:
-      - results
-    params:
-      - data.runs
-    outs:  # reports/metrics.json repeats each run's metrics: a file, not a second DVC metric
-      - reports/summary.md
-      - reports/manifest.json:
-          cache: false
-      - reports/metrics.json:
-          cache: false
-    plots:
-      - reports/taxonomy.csv:
-          cache: false
-          x: label
-          y: rate
-          template: taxonomy_stacked
-          title: "Claims by taxonomy label, all runs"
-"""
+
+def plot_templates() -> dict[str, dict]:
+    """{file name: Vega-Lite spec} of the DVC plot templates, labels and colours from
+    tasks/core/taxonomy.py (the template files hold placeholders, not a copy of them)."""
+    fill = {"<RAGSPAN_LABELS>": list(LABELS), "<RAGSPAN_LABEL_COLORS>": [LABEL_COLORS[x] for x in LABELS]}
+
+    def filled(node: object) -> object:
+        if isinstance(node, dict):
+            return {key: filled(value) for key, value in node.items()}
+        if isinstance(node, list):
+            return [filled(value) for value in node]
+        return fill.get(node, node) if isinstance(node, str) else node
+
+    return {name: filled(json.loads((_TEMPLATES / name).read_text(encoding="utf-8")))
+            for name in PLOT_TEMPLATE_NAMES}
+
+
+def dvc_yaml(data: str) -> str:
+    """The workspace's dvc.yaml text for the data directory `data` (relative to it)."""
+    text = (_TEMPLATES / "dvc.yaml").read_text(encoding="utf-8")
+    return text.replace("@DATA@", data).replace("@OUTS@", evaluate_outs_yaml())
 
 
 def evaluate_outs_yaml() -> str:
-    """The evaluate stage's `outs:` entries (DVC_YAML's {outs})."""
+    """The evaluate stage's `outs:` entries (dvc.yaml's @OUTS@)."""
     lines = [f"        - results/${{item}}/{name}" for name in CACHED_OUTS]
     lines += [f"        - results/${{item}}/{name}:\n            cache: false" for name in TRACKED_OUTS]
     return "\n".join(lines)
@@ -259,7 +171,7 @@ def init_workspace(root: Path, data_arg: str | None = None, remote: str | None =
 
     plots = root / ".dvc" / "plots"
     plots.mkdir(exist_ok=True)
-    for name, content in PLOT_TEMPLATES.items():
+    for name, content in plot_templates().items():
         (plots / name).write_text(json.dumps(content, indent=2) + "\n", encoding="utf-8")
     (plots / PLOTS_PAGE_NAME).write_text(PLOTS_PAGE.read_text(encoding="utf-8"), encoding="utf-8")
     _run([*_dvc(), "config", "plots.html_template", f"plots/{PLOTS_PAGE_NAME}"], root,
@@ -300,7 +212,7 @@ def init_workspace(root: Path, data_arg: str | None = None, remote: str | None =
                                                       schedule_index=wp.rag.index), encoding="utf-8")
         done["prefect_yaml"] = True
     if not (root / "dvc.yaml").exists():
-        (root / "dvc.yaml").write_text(DVC_YAML.format(data=rel_data, outs=evaluate_outs_yaml()),
+        (root / "dvc.yaml").write_text(dvc_yaml(rel_data),
                                        encoding="utf-8")
         done["dvc_yaml"] = True
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ragspan.flows.cli import params_path
+from ragspan.flows.evaluation import params_path
 
 
 def cmd_check(args: argparse.Namespace) -> int:

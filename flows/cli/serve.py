@@ -18,7 +18,6 @@ from ragspan.flows.serve import (
     DEPLOYMENT,
     build_deployment,
     event_for,
-    history_table,
     settle_api_url,
 )
 
@@ -177,7 +176,7 @@ def cmd_notify(args: argparse.Namespace) -> int:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    from ragspan.flows.watch import HISTORY, read_history
+    from ragspan.tasks.io.history import HISTORY, history_table, read_history
 
     root = Path(args.workspace or ".").resolve()
     records = [r for r in read_history(root) if not args.index or r.get("index") == args.index]

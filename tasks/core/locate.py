@@ -39,10 +39,14 @@ def locate_quote(passage: str, quote: str, hint: int | None) -> tuple[int, int, 
     norm_quote = normalize(quote)
     if not norm_quote:
         return None
-    i = norm_passage.find(norm_quote)
-    if i < 0:
-        return None
-    return starts[i], ends[i + len(norm_quote) - 1], "normalized"
+    for i in _all_occurrences(norm_passage, norm_quote):
+        start, end = starts[i], ends[i + len(norm_quote) - 1]
+        # A character that expands under NFKC ("ﬁ" -> "fi") maps each of its normalised
+        # characters to the whole raw character, so a match that takes only part of the
+        # expansion would widen to a slice whose normal form is not the quote's: skip it.
+        if normalize(passage[start:end]) == norm_quote:
+            return start, end, "normalized"
+    return None
 
 
 def _all_occurrences(text: str, sub: str) -> list[int]:

@@ -14,7 +14,7 @@ Pure functions over two diagnoses tables (one row per claim, docs/design.md §4)
 - `questions_mismatch`: why two manifests show different question sets (None if same).
 
 `compare_runs` assembles them into one JSON-ready dict; `as_text` / `as_markdown`
-render it. The CLI (flows/cli/compare.py) finds and loads the two sides.
+render it. tasks/io/compare_sides.py finds and loads the two sides.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from ragspan.tasks.reporting.change_kind import HEADLINES, change_kind, worse_ti
 from ragspan.tasks.reporting.chunker import chunker_share
 from ragspan.tasks.reporting.formatting import pct as _pct
 from ragspan.tasks.reporting.formatting import pp as _pp
-from ragspan.tasks.reporting.groups import claim_groups  # noqa: F401  (re-exported for flows/cli/compare.py)
 from ragspan.tasks.reporting.stats import question_weights  # one resampler for every interval
 
 # Best first (the taxonomy's decision order). `unjudged` is outside the order on purpose.

@@ -29,6 +29,14 @@ MANIFEST_FILE = "manifest.json"
 BY_METADATA_FILE = "by_metadata.json"
 ANSWER_CHARS_FILE = "answer_chars.json"
 RUN_FILE = "run.json"
+# The cached DVC outs of each run: every file report.py writes into results/<run>/ except
+# metrics.json, taxonomy.csv (git-tracked metrics/plots) and manifest.json (a git-tracked
+# out: `ragspan compare` reads it at any revision). ragspan's own dvc.yaml and the one
+# `ragspan init` writes list the same files; tests check both against what a real run writes.
+CACHED_OUTS = ("claims.parquet", "spans.parquet", "diagnoses.parquet", "answer_spans.parquet", "report.html",
+               "summary.md", "taxonomy.svg", "taxonomy.png", "ranks.svg", "ranks.png", "by_metadata.svg",
+               "by_metadata.png", BY_METADATA_FILE, ANSWER_CHARS_FILE, RUN_FILE)
+TRACKED_OUTS = (MANIFEST_FILE,)
 
 # Top-level keys of the view that metrics.json holds: results, nothing about the run (its
 # name is in the manifest: a text column in `dvc exp show` says nothing).

@@ -6,7 +6,7 @@ every chunk, built once per corpus snapshot — its directory is named by the co
 hash of the chunk table — and reused by every run and process. The judge is called
 only on the top_k hits per claim, never once per corpus chunk.
 
-tantivy replaced bm25s (docs/benchmarks-accuracy.md §2: same recall on the same terms;
+tantivy replaced bm25s (BENCHMARKS.md, "The corpus-wide index": same recall on the same terms;
 at 100k chunks 8x faster to build and ~17x faster to query, half the memory). Its
 search releases the GIL, so shards searching side by side use both cores.
 """

@@ -1,0 +1,1 @@
+"""Answer spans: the marks model fitted and measured (docs/answer-spans.md)."""

@@ -1,0 +1,53 @@
+"""`results/history.jsonl`: one JSON line per scheduled or triggered run (the watch flow,
+flows/watch.py, appends; `ragspan history` reads). Standard library only: `ragspan history`
+reads the file without importing Prefect or pandas."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+from pathlib import Path
+
+from ragspan.tasks.core.taxonomy import JUDGED_LABELS, SHORT
+
+HISTORY = Path("results") / "history.jsonl"
+
+
+def append_history(root: Path, record: dict) -> Path:
+    path = root / HISTORY
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        fh.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    return path
+
+
+def read_history(root: Path) -> list[dict]:
+    path = root / HISTORY
+    if not path.is_file():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        with contextlib.suppress(json.JSONDecodeError):  # a torn last line is skipped
+            if line.strip():
+                out.append(json.loads(line))
+    return out
+
+
+def history_table(records: list[dict]) -> str:
+    """The records as the table `ragspan history` prints: one row each, rates in percent."""
+    head = ["name", "trigger", "index", "version", "finished", "claims"] + [SHORT[k] for k in JUDGED_LABELS] + ["experiment"]
+    rows = []
+    for r in records:
+        rates = r.get("rates") or {}
+        exp = (r.get("experiment") or {}).get("name") or ("error" if r.get("record_error") else "-")
+        rows.append([r.get("name", "?"), r.get("trigger", "?"), r.get("index") or "-", r.get("version") or "-",
+                     (r.get("finished") or "")[:19], str(r.get("claims", "")),
+                     *[("-" if rates.get(k) is None else f"{100 * rates[k]:.0f}%") for k in JUDGED_LABELS], exp])
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return "\n".join([fmt.format(*head), *(fmt.format(*row) for row in rows)]) + "\n"
