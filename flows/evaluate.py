@@ -31,6 +31,8 @@ from ragspan.tasks.io.step_results import sweep
 from ragspan.tasks.judges import judge_spec, support_threshold
 from ragspan.tasks.judges.base import JudgeSpec
 from ragspan.tasks.judges.local import set_processes
+from ragspan.tasks.judges.verdict_cache import CACHE_FILE as VERDICTS
+from ragspan.tasks.judges.verdict_cache import use_verdict_cache
 from ragspan.tasks.reporting.artifacts import publish_artifacts
 from ragspan.tasks.reporting.report import report
 from ragspan.tasks.steps.corpus_search import build_index, corpus_search
@@ -72,6 +74,7 @@ def evaluate(data_dir: str, run: str, out_dir: str, params_path: str | None = No
                       context_key(spec, code, (thr, band), top_k, index_dir), settings.pipeline.reuse_answers)
         progress.current().reused(known.reused, -(-len(known.fresh) // settings.pipeline.shard_size))
         set_processes(judge_process_count(settings.pipeline))  # the local judge's worker processes
+        use_verdict_cache(state_dir() / VERDICTS if settings.pipeline.reuse_verdicts else None)
         shards = shards_of(known.fresh, passages, settings.pipeline.shard_size)
         futures = [evaluate_shard.submit(s, spec, index_dir, top_k, thr, band, code) for s in shards]
         run_tables = timed(remember_answers, known, ws.answers, [f.result() for f in futures])
