@@ -58,9 +58,10 @@ def evaluate_shard(shard: Shard, spec: JudgeSpec, index_dir: str, top_k: int, th
       task_runner=ThreadPoolTaskRunner(max_workers=PipelineParams().shard_concurrency))
 def evaluate(data_dir: str, run: str, out_dir: str, params_path: str | None = None,
              judge: str | None = None, overrides: dict[str, str] | None = None,
-             compare_to: str | None = None, artifacts_name: str | None = None) -> dict:
+             compare_to: str | None = None, artifacts_name: str | None = None, previous: str | None = None) -> dict:
     """`artifacts_name`: the name whose Prefect artifacts this run extends (default `run`;
-    the watch flow passes its index, so every scheduled/triggered run of it lines up)."""
+    the watch flow passes its index, so every scheduled/triggered run of it lines up);
+    `previous`: the results an index rebuild's label changes are told against (default: `out_dir`'s)."""
     settings = load_settings(params_path, {**(overrides or {}), **({"judge.kind": judge} if judge else {})})
     spec, code = judge_spec(settings.judge), code_version()
     thr, band = support_threshold(settings.judge), settings.judge.uncertainty_band
@@ -78,7 +79,7 @@ def evaluate(data_dir: str, run: str, out_dir: str, params_path: str | None = No
         shards = shards_of(known.fresh, passages, settings.pipeline.shard_size)
         futures = [evaluate_shard.submit(s, spec, index_dir, top_k, thr, band, code) for s in shards]
         run_tables = timed(remember_answers, known, ws.answers, [f.result() for f in futures])
-        metrics = timed(report, Path(out_dir), ws, settings, spec, run_tables, compare_to, known.reused)
+        metrics = timed(report, Path(out_dir), ws, settings, spec, run_tables, compare_to, known.reused, previous)
     timed(publish_artifacts, metrics, out_dir, artifacts_name or run)  # the Prefect UI's view of the run
     timed(prune_after_run, settings.state.max_size, settings.state.max_age_days)  # params.yaml `state:` limits
     return metrics

@@ -52,6 +52,7 @@ from ragspan.flows.evaluate import evaluate
 from ragspan.tasks.config import Settings, load_settings, state_dir
 from ragspan.tasks.errors import ConfigError
 from ragspan.tasks.io.git import experiment_commits, git, git_state, is_work_tree
+from ragspan.tasks.reporting.rebuild import rebuild_text
 
 EVENT = "ragspan.index.rebuilt"
 RESOURCE_PREFIX = "ragspan.index."
@@ -271,6 +272,17 @@ def _history_git(root: Path) -> dict | None:
     return None if state["git_rev"] is None else {"rev": state["git_rev"], "dirty": state["git_dirty"]}
 
 
+def previous_results_dir(root: Path, index: str, out_dir: Path) -> str | None:
+    """The results an index rebuild is told against: `out_dir`'s own (a DVC workspace's run
+    is named after the index), else the latest recorded run of the same index."""
+    if (out_dir / "manifest.json").is_file():
+        return None  # the evaluate flow's default: the results it replaces
+    for record in reversed(read_history(root)):
+        if record.get("index") == index and (root / str(record.get("results"))).is_dir():
+            return str(root / record["results"])
+    return None
+
+
 def _rates(metrics: dict) -> dict[str, float | None]:
     return {k: v.get("rate") for k, v in (metrics.get("labels") or {}).items()}
 
@@ -325,7 +337,7 @@ def watch(index: str = "", version: str = "", run_path: str = "", revision: str 
         log.info("evaluating %s (%s) → %s", run_file, source, out_dir)
         metrics = evaluate(data_dir=str(data_dir), run=run, out_dir=str(out_dir),
                            params_path=str(ev_params) if ev_params else None,
-                           artifacts_name=safe_name(index))
+                           artifacts_name=safe_name(index), previous=previous_results_dir(root, index, out_dir))
         finished = datetime.now(UTC)
         record = {
             "name": name, "trigger": trigger, "index": index, "version": version or None,
@@ -339,6 +351,8 @@ def watch(index: str = "", version: str = "", run_path: str = "", revision: str 
             "unjudged": metrics.get("unjudged"), "rates": _rates(metrics),
             "counts": {k: v.get("count") for k, v in (metrics.get("labels") or {}).items()},
             "git": _history_git(root),
+            "rebuild": {k: (metrics.get("rebuild") or {}).get(k) for k in ("transitions", "also_changed")}
+            if metrics.get("rebuild") else None,
             "experiment": None, "flow_run_id": _flow_run_id(),
         }
         error = None
@@ -350,6 +364,8 @@ def watch(index: str = "", version: str = "", run_path: str = "", revision: str 
                 error = str(exc)
                 record["record_error"] = error
         append_history(root, record)
+        if metrics.get("rebuild"):
+            log.info(rebuild_text(metrics["rebuild"]))
         skipped = (record["experiment"] or {}).get("skipped")
         if skipped:
             log.warning("experiment %s saved; stages whose outs are missing here were not re-committed: %s "

@@ -92,9 +92,10 @@ ADDED = "policies/tokyo-pricing.md"
 
 
 def add_document(data: Path) -> None:
-    """A new document of two chunks, made of sentences some answers state."""
-    answers = [a["answer"] for a in _read(data / "runs" / "baseline.jsonl")]
-    first, second = answers[2][:300].rsplit(" ", 1)[0], answers[7][:300].rsplit(" ", 1)[0]
+    """A new document of two chunks stating what two hallucinated claims say: no answer
+    retrieves it, the corpus-wide search finds it (hallucination → retrieval_miss)."""
+    expected = pd.read_csv(data / "expected_labels.csv")
+    first, second = expected.loc[expected["label"] == "hallucination", "claim"].head(2)
     text = f"{first}\n\n{second}"
     docs, chunks = _read(data / "corpus.jsonl"), _read(data / "chunks.jsonl")
     docs.append({**{k: v for k, v in docs[0].items() if k not in ("doc_id", "text")}, "doc_id": ADDED, "text": text,
@@ -158,6 +159,26 @@ def _assert_same_results(a: Path, b: Path) -> None:
     assert json.loads((a / "metrics.json").read_text()) == json.loads((b / "metrics.json").read_text())
 
 
+def _assert_rebuild_told(out: Path, before: pd.DataFrame, metrics: dict, change) -> None:
+    """run.json, summary.md and the view name the claims whose label the rebuild moved."""
+    after = pd.read_parquet(out / "diagnoses.parquet")
+    both = before.merge(after, on=["question_id", "claim_id", "claim"], suffixes=("_b", "_a"))
+    moved = both[both["label_b"] != both["label_a"]]
+    expected = Counter(f"{b} → {a}" for b, a in zip(moved["label_b"], moved["label_a"]))
+    told = json.loads((out / "run.json").read_text())["rebuild"]
+    assert told == metrics["rebuild"]
+    assert told["transitions"] == dict(expected) and told["claims_compared"] == len(both) == len(after)
+    assert told["also_changed"] == (["run file"] if change is rename_chunks else [])
+    summary = (out / "summary.md").read_text()
+    assert "What the index rebuild changed" in summary
+    assert all(f"| {t} | {n} |" in summary for t, n in expected.items())
+    assert all(f"`{c}`" in summary for c in moved["claim_id"])
+    if change is add_document:  # the new document holds two hallucinated claims
+        assert expected["hallucination → retrieval_miss"] == 2
+    if change is remove_document:
+        assert expected["retrieval_miss → hallucination"] == 2
+
+
 def test_a_rebuild_judges_only_new_pairs_and_gives_the_cold_results(tmp_path, state_dir, monkeypatch):
     data = tmp_path / "data"
     shutil.copytree(SAMPLE, data)
@@ -167,14 +188,19 @@ def test_a_rebuild_judges_only_new_pairs_and_gives_the_cold_results(tmp_path, st
     with seen.listening(monkeypatch):
         first = run_evaluate(data, tmp_path / "out-0", params)
     assert first["judge"]["pairs_judged"] == sum(seen.pairs.values()) > 500
+    out = tmp_path / "out"  # every run replaces the results of the one before, as results/NAME
+    shutil.copytree(tmp_path / "out-0", out)
     for step, change in enumerate(CHANGES, 1):
+        before = pd.read_parquet(out / "diagnoses.parquet")
         change(data)
         now, cold = PairLog(), PairLog()
         with now.listening(monkeypatch):
-            incremental = run_evaluate(data, tmp_path / f"out-{step}", params)
+            incremental = run_evaluate(data, out, params)
         with fresh_state(tmp_path / f"fresh-{step}", monkeypatch), cold.listening(monkeypatch):
             scratch = run_evaluate(data, tmp_path / f"cold-{step}", params)
-        _assert_same_results(tmp_path / f"out-{step}", tmp_path / f"cold-{step}")
+        _assert_same_results(out, tmp_path / f"cold-{step}")
+        _assert_rebuild_told(out, before, incremental, change)
+        assert "rebuild" not in scratch  # a first run: nothing before it to tell against
         needed = set(cold.pairs) - set(seen.pairs)  # what the new corpus asks that no run asked
         judged = incremental["judge"]["pairs_judged"]
         again = set(now.pairs) - needed  # reused verdicts judged again alone for the marks they now win

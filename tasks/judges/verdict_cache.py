@@ -153,25 +153,49 @@ class VerdictCache:
         self._conn.execute("COMMIT")
 
 
+def rows_per_day(path: Path) -> dict[int, int]:
+    """{day of last use: verdicts} of the file at `path` (none when it is absent or unreadable)."""
+    if not path.is_file():
+        return {}
+    try:
+        conn = sqlite3.connect(path, timeout=60)
+        try:
+            return dict(conn.execute("SELECT day, COUNT(*) FROM verdicts GROUP BY day").fetchall())
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError:
+        return {}
+
+
+def delete_days(path: Path, days: list[int]) -> None:
+    """Drop the verdicts last used on `days`, and give the space back."""
+    conn = sqlite3.connect(path, timeout=60, isolation_level=None)
+    try:
+        conn.executemany("DELETE FROM verdicts WHERE day = ?", [(d,) for d in days])
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        conn.execute("VACUUM")
+    finally:
+        conn.close()
+
+
 def rows_with_cache(items: list[Item], fresh: Fresh, judge_id: str, path: Path) -> tuple[list[list[tuple]], int, int]:
     """Verdict rows for `items` as `fresh` would give them, judging only the pairs the cache
     at `path` does not hold. Returns (rows, pairs judged, pairs judged again alone for the
-    marks they win). A damaged cache is moved aside (one warning line) and every pair is
-    judged."""
-    try:
-        cache = VerdictCache(path)
+    marks they win). A damaged cache is moved aside (one warning line) and started anew."""
+    for attempt in (1, 2):
         try:
-            return _assemble(items, fresh, judge_id, cache)
-        finally:
-            cache.close()
-    except sqlite3.DatabaseError as exc:
-        if "locked" in str(exc) or not path.exists():
-            raise
-        heal.heal(path, "verdict cache", f"{type(exc).__name__}: {exc}", "its verdicts are judged again")
-        for journal in (Path(f"{path}-wal"), Path(f"{path}-shm")):  # never replayed into a new file
-            journal.unlink(missing_ok=True)
-        rows, _ = fresh(items)
-        return rows, sum(len(i[1]) for i in items), 0
+            cache = VerdictCache(path)
+            try:
+                return _assemble(items, fresh, judge_id, cache)
+            finally:
+                cache.close()
+        except sqlite3.DatabaseError as exc:
+            if "locked" in str(exc) or not path.exists() or attempt == 2:
+                raise
+            heal.heal(path, "verdict cache", f"{type(exc).__name__}: {exc}", "its verdicts are judged again")
+            for journal in (Path(f"{path}-wal"), Path(f"{path}-shm")):  # never replayed into a new file
+                journal.unlink(missing_ok=True)
+    raise AssertionError("unreachable")
 
 
 def _assemble(items: list[Item], fresh: Fresh, judge_id: str, cache: VerdictCache) -> tuple[list[list[tuple]], int, int]:
