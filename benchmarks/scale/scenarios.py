@@ -50,13 +50,21 @@ def _children_cpu() -> float:
 
 
 def evaluate(data: Path, home: Path, out: Path) -> dict:
+    """One CLI run: wall, CPU, peak RSS, run.json's counters and the flow's step times
+    (RAGSPAN_TIMINGS, flows/ledger.py: thread-seconds, two shards side by side)."""
+    timings = out.with_name(out.name + "-timings.jsonl")
+    timings.unlink(missing_ok=True)
     cpu = _children_cpu()
     r = run_measured([RAGSPAN, "evaluate", "--data", str(data), "--run", "scale", "--out", str(out), "--quiet"],
-                     _env(home), data)
+                     _env(home, timings), data)
     judge = json.loads((out / "run.json").read_text())["judge"]
+    steps: dict[str, float] = {}
+    for line in timings.read_text().splitlines() if timings.exists() else ():
+        rec = json.loads(line)
+        steps[rec["step"]] = round(steps.get(rec["step"], 0.0) + rec["seconds"], 2)
     return {"wall_s": r["wall_s"], "cpu_s": round(_children_cpu() - cpu, 2), "peak_rss_mb": r["peak_rss_mb"],
             **{k: judge.get(k, 0) for k in ("answers_reused", "pairs_judged", "verdicts_reused", "marks_rejudged",
-                                             "calls")}}
+                                             "calls")}, "steps_s": steps}
 
 
 def same_results(a: Path, b: Path) -> list[str]:
@@ -109,6 +117,11 @@ def table(res: dict) -> str:
     for name, r in res["rows"].items():
         lines.append(f"| {name} | {r['wall_s']} | {r['wall_x_cold']} | {r['cpu_s']} | {r['cpu_x_cold']} "
                      f"| {r['answers_reused']:,} | {r['pairs_judged']:,} | {r['verdicts_reused']:,} |")
+    names = list(dict.fromkeys(k for r in res["rows"].values() for k in r["steps_s"]))
+    lines += ["", "step seconds in the flow (thread-seconds for the shard steps):", "",
+              "| run | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
+    for name, r in res["rows"].items():
+        lines.append(f"| {name} | " + " | ".join(str(r["steps_s"].get(k, "–")) for k in names) + " |")
     if "docs_changed_cold" in res:
         c = res["docs_changed_cold"]
         lines.append(f"\ncold run of the 5 %-documents data in a fresh state dir: {c['wall_s']} s, "
