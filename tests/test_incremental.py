@@ -171,7 +171,7 @@ def _assert_rebuild_told(out: Path, before: pd.DataFrame, metrics: dict, change)
     assert told["also_changed"] == (["run file"] if change is rename_chunks else [])
     summary = (out / "summary.md").read_text()
     assert "What the index rebuild changed" in summary
-    assert all(f"| {t} | {n} |" in summary for t, n in expected.items())
+    assert all(f"| {t.replace('_', chr(92) + '_')} | {n} |" in summary for t, n in expected.items())  # _ escaped
     assert all(f"`{c}`" in summary for c in moved["claim_id"])
     if change is add_document:  # the new document holds two hallucinated claims
         assert expected["hallucination → retrieval_miss"] == 2

@@ -44,7 +44,7 @@ def test_rows_from_cached_and_fresh_pairs_equal_judging_all_at_once(tmp_path: Pa
         rows, judged, _ = rows_with_cache(part, fresh, JUDGE, db)
         assert rows == fresh(part)[0]
     # …then the whole list: only the passages never seen are judged, the rows are identical
-    rows, judged, again = rows_with_cache(whole, fresh, JUDGE, db)
+    rows, judged, _rejudged = rows_with_cache(whole, fresh, JUDGE, db)
     assert rows == expected
     assert judged == 12 * 4  # passages 16..19 of each claim were never judged
     again_rows, judged_twice, _ = rows_with_cache(whole, fresh, JUDGE, db)

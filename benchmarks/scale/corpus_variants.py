@@ -42,6 +42,16 @@ def _link(src: Path, dest: Path) -> None:
     os.symlink(src.resolve(), dest)
 
 
+def _variant(ws: Path, name: str, docs: list[dict], chunks: list[dict]) -> Path:
+    """WS/name with this corpus and chunk table, the questions linked, an empty runs/."""
+    out = ws / name
+    (out / "runs").mkdir(parents=True, exist_ok=True)
+    _write(out / "corpus.jsonl", docs)
+    _write(out / "chunks.jsonl", chunks)
+    _link(ws / "questions.csv", out / "questions.csv")
+    return out
+
+
 def write_docs_changed(ws: Path, seed: int = 17, share: float = DOCS_SHARE) -> dict:
     docs, chunks = _read(ws / "corpus.jsonl"), _read(ws / "chunks.jsonl")
     rng = random.Random(seed)
@@ -55,11 +65,7 @@ def write_docs_changed(ws: Path, seed: int = 17, share: float = DOCS_SHARE) -> d
         sentence = donor.split("\n\n")[0].split(". ")[0].rstrip(".") + "."
         docs[i] = {**docs[i], "text": docs[i]["text"] + " " + sentence}
         last[docs[i]["doc_id"]]["char_end"] = len(docs[i]["text"])
-    out = ws / "docs-changed"
-    (out / "runs").mkdir(parents=True, exist_ok=True)
-    _write(out / "corpus.jsonl", docs)
-    _write(out / "chunks.jsonl", chunks)
-    _link(ws / "questions.csv", out / "questions.csv")
+    out = _variant(ws, "docs-changed", docs, chunks)
     for run in (ws / "runs").glob("*.jsonl"):
         _link(run, out / "runs" / run.name)
     return {"documents_changed": len(picked), "chunks_changed": len(picked)}
@@ -99,11 +105,7 @@ def write_rechunked(ws: Path) -> dict:
             new_chunks.append({"chunk_id": f"{d['doc_id']}#r{i}", "doc_id": d["doc_id"], "char_start": s, "char_end": e})
         for c in old:  # the new chunk holding the old one's start (else the last one before it)
             holder[c["chunk_id"]] = next((cid for s, e, cid in reversed(ids) if s <= c["char_start"]), ids[0][2])
-    out = ws / "rechunked"
-    (out / "runs").mkdir(parents=True, exist_ok=True)
-    _write(out / "corpus.jsonl", docs)
-    _write(out / "chunks.jsonl", new_chunks)
-    _link(ws / "questions.csv", out / "questions.csv")
+    out = _variant(ws, "rechunked", docs, new_chunks)
     for run in (ws / "runs").glob("*.jsonl"):
         records = _read(run)
         for r in records:

@@ -89,7 +89,8 @@ def rebuild_lines(change: dict | None, escape=str, listed: int = MAX_LISTED) -> 
     if moved:
         lines += ["", "| transition | claims |", "|---|---:|"]
         lines += [f"| {escape(t)} | {n} |" for t, n in change["transitions"].items()]
-        lines += [""] + [f"- `{escape(c['claim_id'])}` {escape(c['before'])} → **{escape(c['after'])}**: "
+        lines += [""] + [f"- `{str(c['claim_id']).replace('`', chr(39))}` {escape(c['before'])} → "
+                         f"**{escape(c['after'])}**: "
                          f"{escape(c['claim'][:160])}" for c in change["claims"][:listed]]
         if moved > listed:
             lines.append(f"- … and {moved - listed} more (run.json `rebuild.claims`)")
