@@ -32,6 +32,8 @@ from ragspan.tasks.io.step_results import sweep
 from ragspan.tasks.judges import judge_spec, support_threshold
 from ragspan.tasks.judges.base import JudgeSpec
 from ragspan.tasks.judges.local import set_processes
+from ragspan.tasks.judges.verdict_cache import CACHE_FILE as VERDICTS
+from ragspan.tasks.judges.verdict_cache import use_verdict_cache
 from ragspan.tasks.reporting.artifacts import publish_artifacts
 from ragspan.tasks.reporting.report import report
 from ragspan.tasks.steps.boundary import chunk_split, chunk_windows
@@ -62,9 +64,10 @@ def evaluate_shard(shard: Shard, spec: JudgeSpec, index_dir: str, top_k: int, th
       task_runner=ThreadPoolTaskRunner(max_workers=PipelineParams().shard_concurrency))
 def evaluate(data_dir: str, run: str, out_dir: str, params_path: str | None = None,
              judge: str | None = None, overrides: dict[str, str] | None = None,
-             compare_to: str | None = None, artifacts_name: str | None = None) -> dict:
+             compare_to: str | None = None, artifacts_name: str | None = None, previous: str | None = None) -> dict:
     """`artifacts_name`: the name whose Prefect artifacts this run extends (default `run`;
-    the watch flow passes its index, so every scheduled/triggered run of it lines up)."""
+    the watch flow passes its index, so every scheduled/triggered run of it lines up);
+    `previous`: the results an index rebuild's label changes are told against (default: `out_dir`'s)."""
     settings = load_settings(params_path, {**(overrides or {}), **({"judge.kind": judge} if judge else {})})
     spec, code = judge_spec(settings.judge), code_version()
     thr, band = support_threshold(settings.judge), settings.judge.uncertainty_band
@@ -78,10 +81,11 @@ def evaluate(data_dir: str, run: str, out_dir: str, params_path: str | None = No
                       context_key(spec, code, (thr, band), top_k, index_dir), settings.pipeline.reuse_answers)
         progress.current().reused(known.reused, -(-len(known.fresh) // settings.pipeline.shard_size))
         set_processes(judge_process_count(settings.pipeline))  # the local judge's worker processes
+        use_verdict_cache(state_dir() / VERDICTS if settings.pipeline.reuse_verdicts else None)
         shards = shards_of(known.fresh, passages, settings.pipeline.shard_size)
         futures = [evaluate_shard.submit(s, spec, index_dir, top_k, thr, band, code) for s in shards]
         run_tables = timed(remember_answers, known, ws.answers, [f.result() for f in futures])
-        metrics = timed(report, Path(out_dir), ws, settings, spec, run_tables, compare_to, known.reused)
+        metrics = timed(report, Path(out_dir), ws, settings, spec, run_tables, compare_to, known.reused, previous)
     timed(publish_artifacts, metrics, out_dir, artifacts_name or run)  # the Prefect UI's view of the run
     timed(prune_after_run, settings.state.max_size, settings.state.max_age_days)  # params.yaml `state:` limits
     return metrics

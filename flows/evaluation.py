@@ -130,7 +130,8 @@ def run_evaluate_flow(data_dir: str, run: str, out_dir: str, settings: Settings,
                       params_file: str | None, overrides: dict[str, str], api_url: str | None,
                       runner: RunnerKind = "thread", dask_address: str | None = None,
                       compare_to: str | None = None, artifacts_name: str | None = None,
-                      quiet: bool = True, owns_process: bool = True) -> dict[str, Any]:
+                      quiet: bool = True, owns_process: bool = True,
+                      previous: str | None = None) -> dict[str, Any]:
     """Run the evaluate flow on its task runner under the dead-API guard; its metrics.
 
     `settings` are those the flow will load (params file + overrides): only their
@@ -164,7 +165,8 @@ def run_evaluate_flow(data_dir: str, run: str, out_dir: str, settings: Settings,
         try:
             metrics = evaluate.with_options(task_runner=task_runner_)(
                 data_dir=data_dir, run=run, out_dir=out_dir, params_path=params_file,
-                overrides=overrides, compare_to=compare_to, artifacts_name=artifacts_name)
+                overrides=overrides, compare_to=compare_to, artifacts_name=artifacts_name,
+                previous=previous)
         except Exception as exc:
             # The API may die before the watch's next check (a flow run being created):
             # an unexpected error with the API gone now is the same one line.

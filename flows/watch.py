@@ -46,7 +46,7 @@ from ragspan.flows.evaluation import current_api_url, run_evaluate_flow
 from ragspan.tasks.config import Settings, load_settings, state_dir
 from ragspan.tasks.io.experiments import is_dvc_workspace, save_experiment
 from ragspan.tasks.io.git import git_state
-from ragspan.tasks.io.history import append_history
+from ragspan.tasks.io.history import append_history, previous_results_dir
 from ragspan.tasks.io.workspace_lock import workspace_lock
 from ragspan.tasks.tools.rag_command import (
     fill_command,
@@ -54,6 +54,7 @@ from ragspan.tasks.tools.rag_command import (
     questions_file,
     run_rag_command,
 )
+from ragspan.tasks.reporting.rebuild import rebuild_text
 
 EVENT = "ragspan.index.rebuilt"
 RESOURCE_PREFIX = "ragspan.index."
@@ -178,7 +179,7 @@ def watch(index: str = "", version: str = "", run_path: str = "", revision: str 
         metrics = run_evaluate_flow(str(data_dir), run, str(out_dir), settings,
                                     params_file=str(ev_params) if ev_params else None, overrides={},
                                     api_url=current_api_url(), artifacts_name=safe_name(index),
-                                    owns_process=False)
+                                    owns_process=False, previous=previous_results_dir(root, index, out_dir))
         finished = datetime.now(UTC)
         record = {
             "name": name, "trigger": trigger, "index": index, "version": version or None,
@@ -192,6 +193,8 @@ def watch(index: str = "", version: str = "", run_path: str = "", revision: str 
             "unjudged": metrics.get("unjudged"), "rates": _rates(metrics),
             "counts": {k: v.get("count") for k, v in (metrics.get("labels") or {}).items()},
             "git": _history_git(root),
+            "rebuild": {k: (metrics.get("rebuild") or {}).get(k) for k in ("transitions", "also_changed")}
+            if metrics.get("rebuild") else None,
             "experiment": None, "flow_run_id": _flow_run_id(),
         }
         error = None
@@ -203,6 +206,8 @@ def watch(index: str = "", version: str = "", run_path: str = "", revision: str 
                 error = str(exc)
                 record["record_error"] = error
         append_history(root, record)
+        if metrics.get("rebuild"):
+            log.info(rebuild_text(metrics["rebuild"]))
         skipped = (record["experiment"] or {}).get("skipped")
         if skipped:
             log.warning("experiment %s saved; stages whose outs are missing here were not re-committed: %s "

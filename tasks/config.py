@@ -97,6 +97,7 @@ class PipelineParams(_Strict):
     shard_size: int = Field(1000, gt=0)  # issue 7: fewer task runs; the answer store makes small shards unnecessary
     shard_concurrency: int = Field(2, ge=1)  # shards in flight on the default thread runner
     reuse_answers: bool = True  # serve unchanged answers from the answer store (tasks/io/answer_store.py)
+    reuse_verdicts: bool = True  # reuse local-judge verdicts by content (tasks/judges/verdict_cache.py)
     judge_processes: int = Field(0, ge=0)  # local judge worker processes; 0 = one per core (at most 4), 1 = in-process
     default_context_k: int = Field(3, ge=0)
 

@@ -99,10 +99,10 @@ def test_stats_prune_and_clear_on_a_real_run(tmp_path, state_dir, capsys):
     limit = total // 2
     removed = state.prune(limit)
     after = state.stats()
-    assert sum(after[s]["bytes"] for s in state.CACHES if s != "judge_cache") <= limit
+    assert sum(after[s]["bytes"] for s in state.CACHES if s not in state.SQLITE) <= limit
     gone = sum(r["entries"] for r in removed.values())
     assert 0 < gone < len(order)
-    assert not any(e.path.exists() for e in order[:gone] if e.store != "judge_cache")
+    assert not any(e.path.exists() for e in order[:gone] if e.store not in state.SQLITE)
     assert all(e.path.exists() for e in order[gone:])
 
     # clear --all: every cache empty, the demo index kept; a cold run gives the same labels

@@ -27,6 +27,8 @@ the pool is held out of the corpus: the hallucinations are drawn from it.
 - `expected_labels.csv`: question_id, claim, label (the construction's label).
 - `changed/`: the same corpus, chunks and questions (symlinks) and a run of the same
   name where a random 5 % of the answers are regenerated — for the changed re-run.
+- `docs-changed/` and `rechunked/`: the same answers over a rebuilt index — 5 % of the
+  documents with a sentence appended, and every document cut anew (corpus_variants.py).
 """
 
 from __future__ import annotations
@@ -236,7 +238,10 @@ def write_workspace(out: Path, n_chunks: int, n_answers: int, seed: int = 13, ch
     picked = set(crng.sample(range(n_answers), max(1, round(changed_share * n_answers))))
     changed = [answer(r["question_id"], crng)[0] if i in picked else r for i, r in enumerate(records)]
     _write_run(ch / "runs" / "scale.jsonl", changed)
-    info = {"chunks": n_chunks, "answers": n_answers, "claims": len(expected), "documents": len(corpus.docs),
+    from corpus_variants import write_corpus_variants
+
+    variants = write_corpus_variants(out)  # docs-changed/ and rechunked/: an index rebuild
+    info = {**variants, "chunks": n_chunks, "answers": n_answers, "claims": len(expected), "documents": len(corpus.docs),
             "pool_sentences": len(corpus_pool), "held_out_sentences": len(held), "seed": seed,
             "changed_answers": len(picked), "corpus_mb": round((out / "corpus.jsonl").stat().st_size / 2**20, 1),
             "generate_s": round(time.perf_counter() - t0, 2)}

@@ -3,8 +3,8 @@
 - `stats`: every store with its size — the judge cache (per model and prompt version too),
   the answer store, the validated inputs, Prefect's step results, the corpus indexes, and
   (never pruned) the demo indexes and the local Prefect database.
-- `clear [--model M] [--prompt-version V]`: judge-cache entries; `--answers` / `--inputs`
-  one other store; `--all` every cache.
+- `clear [--model M] [--prompt-version V]`: judge-cache entries; `--answers` / `--inputs` /
+  `--verdicts` one other store; `--all` every cache.
 - `prune [--older-than DAYS] [--max-size SIZE] [--dry-run]`: least recently used entries
   first, across the caches; without limits, params.yaml `state:` (what runs apply after
   themselves)."""
@@ -28,7 +28,7 @@ def _when(ts: float | None) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M UTC") if ts else "-"
 
 
-_TITLES = {"judge_cache": "judge cache", "answer_store": "answer store", "inputs": "validated inputs",
+_TITLES = {"judge_cache": "judge cache", "verdict_cache": "verdict cache", "answer_store": "answer store", "inputs": "validated inputs",
            "step_results": "step results", "indexes": "corpus indexes", "demo_indexes": "demo indexes",
            "prefect_db": "prefect database"}
 
@@ -73,6 +73,12 @@ def cmd_clear(args: argparse.Namespace) -> int:
 
         for store, held in clear().items():
             print(f"removed {_TITLES[store]}: {held['entries']} entries, {human(held['bytes'])}")
+        return 0
+    if args.verdicts:
+        from ragspan.tasks.io.state import clear, human
+
+        held = clear(("verdict_cache",))["verdict_cache"]
+        print(f"removed verdict cache: {held['entries']} entries, {human(held['bytes'])}")
         return 0
     if args.answers or args.inputs:
         import shutil
@@ -130,8 +136,10 @@ def register(subparsers) -> None:
     cl.add_argument("--prompt-version", help="only this prompt: ID@VERSION (e.g. extract@1) or VERSION")
     cl.add_argument("--answers", action="store_true", help="empty the answer store instead (every answer is evaluated again)")
     cl.add_argument("--inputs", action="store_true", help="empty the validated-inputs cache instead")
-    cl.add_argument("--all", action="store_true", help="empty every cache: judge cache, answer store, validated "
-                                                       "inputs, step results, corpus indexes")
+    cl.add_argument("--verdicts", action="store_true",
+                    help="empty the local judge's verdict cache instead (every pair is judged again)")
+    cl.add_argument("--all", action="store_true", help="empty every cache: judge cache, verdict cache, answer "
+                                                       "store, validated inputs, step results, corpus indexes")
     cl.set_defaults(func=cmd_clear)
     pr = sub.add_parser("prune", help="remove least recently used cache entries past an age or a total size")
     pr.add_argument("--older-than", type=float, metavar="DAYS", help="remove entries unused for DAYS days")

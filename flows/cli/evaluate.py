@@ -97,6 +97,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         from ragspan.tasks.reporting.report import taxonomy_text
 
         print(taxonomy_text(metrics))
+        if metrics.get("rebuild"):  # after an index rebuild: the claims it moved (summary.md lists them)
+            from ragspan.tasks.reporting.rebuild import rebuild_text
+
+            print(rebuild_text(metrics["rebuild"]))
         states = metrics["judge"]["task_states"]
         print("tasks: " + ("; ".join(f"{n} " + ", ".join(f"{c} {s}" for s, c in sorted(v.items()))
                                      for n, v in states.items()) or "none ran"))

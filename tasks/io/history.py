@@ -51,3 +51,14 @@ def history_table(records: list[dict]) -> str:
     widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
     return "\n".join([fmt.format(*head), *(fmt.format(*row) for row in rows)]) + "\n"
+
+
+def previous_results_dir(root: Path, index: str, out_dir: Path) -> str | None:
+    """The results an index rebuild is told against: `out_dir`'s own (a DVC workspace's run
+    is named after the index), else the latest recorded run of the same index."""
+    if (out_dir / "manifest.json").is_file():
+        return None  # the evaluate flow's default: the results it replaces
+    for record in reversed(read_history(root)):
+        if record.get("index") == index and (root / str(record.get("results"))).is_dir():
+            return str(root / record["results"])
+    return None

@@ -1,11 +1,12 @@
 """The state dir's stores, their sizes, and pruning (`ragspan cache stats|clear|prune`).
 
-Five stores are caches — deleting any entry costs only time (or, for an LLM judge, the
+Six stores are caches — deleting any entry costs only time (or, for an LLM judge, the
 calls again) on the next run:
 
 | store | where | an entry | "last used" |
 |---|---|---|---|
 | judge_cache | `judge-cache.sqlite` | one judge call (a row) | when it was made |
+| verdict_cache | `verdict-cache.sqlite` | the local judge's verdicts last used on one day (UTC) | that day |
 | answer_store | `answers/<context>/` | one context | touched on every reuse |
 | inputs | `inputs/*.pickle` | one validated input | touched on every reuse |
 | step_results | Prefect's result storage (`prefect/results/`) | one persisted step result | written |
@@ -15,7 +16,7 @@ Two more are listed by `stats` but never pruned or cleared: the demo RAG's index
 (`demo-index/`, the watchdog's current index, not a cache) and the Prefect database of
 runs without a server (`prefect/*.db`: run history and artifacts).
 
-Pruning removes the least recently used entries first, across all five stores, until
+Pruning removes the least recently used entries first, across all six stores, until
 every limit holds. After each evaluate run the `state:` limits of params.yaml apply,
 sparing entries used in the last hour (a concurrent run may be using them).
 """
@@ -31,10 +32,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ragspan.tasks.config import state_dir
+from ragspan.tasks.judges import verdict_cache
 from ragspan.tasks.judges.cache import CACHE_FILE, JudgeCache
 
-CACHES = ("judge_cache", "answer_store", "inputs", "step_results", "indexes")
+CACHES = ("judge_cache", "verdict_cache", "answer_store", "inputs", "step_results", "indexes")
 KEPT = ("demo_indexes", "prefect_db")
+SQLITE = ("judge_cache", "verdict_cache")  # one file, entries inside it
 JUDGE_FILE = CACHE_FILE  # the judge cache decides its own file name
 RECENT_S = 3600.0  # what the pruning after a run spares: entries used this recently
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9,
@@ -70,7 +73,8 @@ def step_results_dir() -> Path:
 def store_paths(root: Path | None = None) -> dict[str, Path]:
     root = root or state_dir()
     results = step_results_dir()
-    return {"judge_cache": root / JUDGE_FILE, "answer_store": root / "answers", "inputs": root / "inputs",
+    return {"judge_cache": root / JUDGE_FILE, "verdict_cache": root / verdict_cache.CACHE_FILE,
+            "answer_store": root / "answers", "inputs": root / "inputs",
             "step_results": Path(results), "indexes": root / "index", "demo_indexes": root / "demo-index",
             "prefect_db": root / "prefect"}
 
@@ -79,7 +83,7 @@ def store_paths(root: Path | None = None) -> dict[str, Path]:
 class Entry:
     store: str
     path: Path       # the file or directory; for a judge-cache row, the database
-    key: str         # the row's key for the judge cache, else ""
+    key: str         # the row's key for the judge cache, the day for the verdict cache, else ""
     bytes: int
     used: float      # last use, seconds since the epoch
 
@@ -125,11 +129,22 @@ def _judge_entries(db: Path) -> list[Entry]:
     return [Entry("judge_cache", db, k, int(size * w / weight), float(t)) for k, t, w in rows]
 
 
+def _verdict_entries(db: Path) -> list[Entry]:
+    """One entry per day of last use; the file's size shared out by rows."""
+    days = verdict_cache.rows_per_day(db)
+    size = sum(p.stat().st_size for p in _judge_files(db))
+    rows = sum(days.values()) or 1
+    return [Entry("verdict_cache", db, str(day), int(size * n / rows), (day + 1) * verdict_cache.DAY_S - 1)
+            for day, n in days.items()]
+
+
 def entries(store: str, paths: dict[str, Path] | None = None) -> list[Entry]:
     paths = paths or store_paths()
     where = paths[store]
     if store == "judge_cache":
         return _judge_entries(where)
+    if store == "verdict_cache":
+        return _verdict_entries(where)
     if store == "step_results":
         found = [Path(dp) / f for dp, _, fs in os.walk(where) for f in fs] if where.is_dir() else []
     elif store == "inputs":
@@ -153,7 +168,7 @@ def stats(paths: dict[str, Path] | None = None) -> dict[str, dict]:
     out = {}
     for store in CACHES + KEPT:
         es = entries(store, paths)
-        size = sum(p.stat().st_size for p in _judge_files(paths[store])) if store == "judge_cache" \
+        size = sum(p.stat().st_size for p in _judge_files(paths[store])) if store in SQLITE \
             else sum(e.bytes for e in es)
         out[store] = {"path": str(paths[store]), "entries": len(es), "bytes": size,
                       "oldest": min((e.used for e in es), default=None),
@@ -178,18 +193,21 @@ def _delete_rows(db: Path, keys: list[str] | None) -> None:
 
 
 def total_bytes(paths: dict[str, Path] | None = None) -> int:
-    """The five caches' size on disk, without listing judge-cache rows."""
+    """The caches' size on disk, without listing rows."""
     paths = paths or store_paths()
-    judge = sum(p.stat().st_size for p in _judge_files(paths["judge_cache"]))
-    return judge + sum(_tree_bytes(paths[s]) for s in CACHES if s != "judge_cache" and paths[s].exists())
+    files = sum(p.stat().st_size for s in SQLITE for p in _judge_files(paths[s]))
+    return files + sum(_tree_bytes(paths[s]) for s in CACHES if s not in SQLITE and paths[s].exists())
 
 
 def _remove(chosen: list[Entry]) -> None:
     rows = [e for e in chosen if e.store == "judge_cache"]
     if rows:
         _delete_rows(rows[0].path, [e.key for e in rows])
+    days = [e for e in chosen if e.store == "verdict_cache"]
+    if days:
+        verdict_cache.delete_days(days[0].path, [int(e.key) for e in days])
     for e in chosen:
-        if e.store == "judge_cache":
+        if e.store in SQLITE:
             continue
         if e.path.is_dir():  # out of sight first: a run beside this one never sees half of it
             hidden = e.path.with_name(f".gone-{time.time_ns()}-{e.path.name}")
@@ -245,6 +263,9 @@ def clear(stores: tuple[str, ...] = CACHES, paths: dict[str, Path] | None = None
         if store == "judge_cache":
             if held[store]["entries"]:
                 _delete_rows(where, None)
+        elif store == "verdict_cache":
+            for p in _judge_files(where):
+                p.unlink(missing_ok=True)
         else:
             shutil.rmtree(where, ignore_errors=True)
     return {s: {"entries": held[s]["entries"], "bytes": held[s]["bytes"]} for s in stores}

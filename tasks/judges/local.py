@@ -40,6 +40,7 @@ from ragspan.tasks.judges.base import (
     answer_items,
     judge_items,
 )
+from ragspan.tasks.judges.verdict_cache import active_cache, rows_with_cache
 from ragspan.tasks.judges.verifier import Row, model_path, verifier
 
 # The local judge's model name in manifests; its version is the verifier's
@@ -96,9 +97,24 @@ class LocalJudge:
     def judge_many(self, items: Sequence[JudgeItem | tuple]) -> list[list[Verdict | JudgeFailure]]:
         items = [(i.claim, list(i.passages), i.question, i.whole_answer) for i in judge_items(items)]
         self.stats.calls += len(items)
+        pairs = sum(len(i[1]) for i in items)
+        cache = active_cache()
+        if cache is None:
+            rows, judged, again = self._rows(items)[0], pairs, 0
+        else:  # only pairs never judged before (tasks/judges/verdict_cache.py)
+            rows, judged, again = rows_with_cache(items, self._rows, f"{self.spec.model}@{self.spec.prompt_version}+"
+                                                  f"{_code_version()}", cache)
+        self.stats.pairs_judged += judged
+        self.stats.verdicts_reused += pairs - judged
+        self.stats.marks_rejudged += again
+        return [[_from_row(r) for r in item_rows] for item_rows in rows]
+
+    def _rows(self, items: list[tuple[str, list[str], str, bool]]) -> tuple[list[list[Row]], list[list[float | None]]]:
+        """Verdict rows judged now (in worker processes when there are many), and per pair
+        the support it competes with for the claim's marks (verifier.Verifier.rows)."""
         pool = _pool_for(sum(len(i[1]) for i in items))
         if pool is None:
-            return [[_from_row(r) for r in rows] for rows in _judge_rows(self._model, items)]
+            return _judge_rows(self._model, items)
         step = max(1, len(items) // (4 * _processes))
         batches = [items[i:i + step] for i in range(0, len(items), step)]
         try:
@@ -106,8 +122,8 @@ class LocalJudge:
         except (BrokenProcessPool, OSError):  # workers cannot start or died: judge here instead
             _kill_workers(pool)
             set_processes(1)
-            return [[_from_row(r) for r in rows] for rows in _judge_rows(self._model, items)]
-        return [[_from_row(r) for r in rows] for part in parts for rows in part]
+            return _judge_rows(self._model, items)
+        return [r for part in parts for r in part[0]], [c for part in parts for c in part[1]]
 
 
 # --------------------------------------------------------------------------- worker processes
@@ -156,9 +172,17 @@ def _pool_for(pairs: int) -> ProcessPoolExecutor | None:
         return _pool
 
 
-def _judge_rows(model: str, items: list[tuple[str, list[str], str, bool]]) -> list[list[Row]]:
-    """Verdict rows (plain tuples: cheap to send back from a worker process)."""
-    return verifier(Path(model)).rows(items)
+def _judge_rows(model: str, items: list[tuple[str, list[str], str, bool]]) -> tuple[list[list[Row]], list[list[float | None]]]:
+    """Verdict rows (plain tuples: cheap to send back from a worker process) and what each
+    pair competes with for the marks."""
+    competing: list[list[float | None]] = []
+    return verifier(Path(model)).rows(items, competing), competing
+
+
+def _code_version() -> str:
+    from ragspan.tasks.config import code_version
+
+    return code_version()
 
 
 def _from_row(row: Row) -> Verdict | JudgeFailure:

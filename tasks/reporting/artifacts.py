@@ -28,6 +28,7 @@ from prefect.cache_policies import NO_CACHE
 from ragspan.tasks.core.taxonomy import LABELS, STAGES
 from ragspan.tasks.reporting.findings import concentration, fix_order
 from ragspan.tasks.reporting.formatting import pct, pp
+from ragspan.tasks.reporting.rebuild import rebuild_lines
 
 KEY_PREFIX = "ragspan-"
 TABLE_SUFFIX = "-rates"
@@ -106,6 +107,8 @@ def artifact_markdown(metrics: dict, rows: list[dict], location: str, previous: 
                       f"(flow run `{previous.get('flow_run_id') or '-'}`).")]
     else:
         lines += ["", "First run of this name on this Prefect server: nothing to compare with yet."]
+    if metrics.get("rebuild"):  # after an index rebuild: the claims it moved
+        lines += ["", *rebuild_lines(metrics["rebuild"], _md)]
     lines += ["", "### What to fix first", ""]
     share = metrics.get("failure_share") or {}
     for i, label in enumerate(fix_order(metrics), 1):

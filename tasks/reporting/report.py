@@ -29,6 +29,7 @@ from ragspan.tasks.reporting.findings import concentration, concentration_text, 
 from ragspan.tasks.reporting.formatting import cascade_note
 from ragspan.tasks.reporting.groups import claim_groups, group_order
 from ragspan.tasks.reporting.html import render_report
+from ragspan.tasks.reporting.rebuild import previous_results, rebuild_changes, rebuild_lines
 from ragspan.tasks.reporting.results_files import results_writers
 from ragspan.tasks.reporting.stats import bootstrap_spec, rate_intervals
 
@@ -179,6 +180,8 @@ def summary_markdown(metrics: dict, comparison: dict | None = None, images: tupl
         conc = "" if where is None else f"; concentrated in {_md(concentration_text(where))}"
         lines.append(f"{i}. **{label}** — {STAGES[label]}: {metrics['labels'][label]['count']} claims"
                      f"{'' if s is None else f', {s:.0%} of failures'}{conc}")
+    if metrics.get("rebuild"):  # a run after an index rebuild: which claims it moved
+        lines += ["", *rebuild_lines(metrics["rebuild"], _md)]
     if images:
         lines += [""] + [f"![{name}]({name})" for name in images]
     boot = metrics.get("bootstrap") or {}
@@ -222,12 +225,14 @@ def answer_spans_file(answer_spans: pd.DataFrame, answers: pd.DataFrame, texts: 
 def write_results(out_dir: Path, run: str, claims: pd.DataFrame, spans: pd.DataFrame,
                   diagnoses: pd.DataFrame, answers: pd.DataFrame, retrieved: pd.DataFrame,
                   corpus: pd.DataFrame, questions: pd.DataFrame, judge_stats: dict, manifest: dict,
-                  comparison: dict | None = None, answer_spans: pd.DataFrame | None = None) -> dict:
+                  comparison: dict | None = None, answer_spans: pd.DataFrame | None = None,
+                  rebuild: dict | None = None) -> dict:
     """Compute metrics and write every output of docs/design.md §4 atomically, plus the chart images
     (CHART_FILES as .svg and .png) and summary.md; returns the results view (every file's
     content in one dict, tasks/reporting/results_files.py). `comparison` (the JSON
     of `ragspan compare --format json`, this run as side B) adds deltas to the report;
-    `answer_spans` (schemas.AnswerSpans) the answer characters without support."""
+    `answer_spans` (schemas.AnswerSpans) the answer characters without support;
+    `rebuild` what an index rebuild changed (tasks/reporting/rebuild.py)."""
 
     if answer_spans is None:
         answer_spans = schemas.table([], schemas.AnswerSpans)
@@ -241,6 +246,8 @@ def write_results(out_dir: Path, run: str, claims: pd.DataFrame, spans: pd.DataF
     metrics["answer_chars"] = answer_char_metrics(answers, diagnoses, answer_spans, corpus, questions, retrieved)
     metrics["rate_ci95"] = rate_intervals(diagnoses)
     metrics["bootstrap"] = bootstrap_spec()
+    if rebuild is not None:
+        metrics["rebuild"] = rebuild
     images = chart_images(metrics, diagnoses, retrieved)
     page = render_html(metrics, diagnoses, answers, corpus, spans=spans, questions=questions,
                        retrieved=retrieved, comparison=comparison, answer_spans=answer_spans)
@@ -262,11 +269,14 @@ def write_results(out_dir: Path, run: str, claims: pd.DataFrame, spans: pd.DataF
 
 # Not cached: its outputs are DVC outs, which DVC deletes before a stage runs.
 @task(name="report", cache_policy=NO_CACHE)
-def report(out_dir: Path, ws, settings, spec, run, compare_to: str | None = None, answers_reused: int = 0) -> dict:
+def report(out_dir: Path, ws, settings, spec, run, compare_to: str | None = None, answers_reused: int = 0,
+           previous: str | None = None) -> dict:
     """Write results/<run>/ (see write_results) from the run's tables (a
     tasks.shards.ShardResult: stored answers + shards, in answer order).
     `compare_to`: a `ragspan compare --format json` file whose deltas the report shows;
-    `answers_reused`: answers served from the answer store (tasks/io/answer_store.py)."""
+    `answers_reused`: answers served from the answer store (tasks/io/answer_store.py);
+    `previous`: the results this run follows (default: those in `out_dir`, which it replaces)
+    — what an index rebuild changed is told against them."""
 
     claims, spans, diagnoses, judge_stats, states = run.claims, run.spans, run.diagnoses, run.stats, run.states
     manifest = manifest_for(ws.run, ws.data_dir, ws.input_files, settings, spec,
@@ -275,6 +285,7 @@ def report(out_dir: Path, ws, settings, spec, run, compare_to: str | None = None
              "judge": spec.kind, "model": spec.model, "prompt_version": spec.prompt_version,
              "task_states": states, "answers_reused": answers_reused}
     comparison = json.loads(Path(compare_to).read_text(encoding="utf-8")) if compare_to else None
+    rebuild = rebuild_changes(previous_results(Path(previous or out_dir)), manifest, diagnoses)
     return write_results(out_dir, ws.run, claims, spans, diagnoses, ws.answers, ws.retrieved,
                          ws.corpus, ws.questions, stats, manifest, comparison=comparison,
-                         answer_spans=run.answer_spans_table())
+                         answer_spans=run.answer_spans_table(), rebuild=rebuild)

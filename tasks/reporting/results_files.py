@@ -10,7 +10,7 @@ counts, rates, intervals, `by_metadata`, `manifest`, `judge` (the run's statisti
 | `manifest.json` | what the results were made from: inputs, data snapshot, questions, params, judge, code versions, bootstrap settings | out, `cache: false` (git): `ragspan compare` reads it at any revision |
 | `by_metadata.json` | label counts per metadata key and value | out (DVC cache) |
 | `answer_chars.json` | the answer-character metric in full: character counts, shares and intervals, and per metadata key and value (metrics.json holds the run's shares and intervals) | out (DVC cache) |
-| `run.json` | facts of this one run that change when nothing else does: judge calls, cache hits, tokens, task states, answers reused, git revision and dirtiness, whether DVC's record of the data matched | out (DVC cache) |
+| `run.json` | facts of this one run that change when nothing else does: judge calls, cache hits, tokens, task states, answers reused, git revision and dirtiness, whether DVC's record of the data matched; after a corpus change, what it changed (`rebuild`: label transitions since the previous results) | out (DVC cache) |
 
 So `dvc metrics diff` shows only results (an unchanged `dvc repro --force` shows
 nothing), and `dvc exp show` has a column per label count, rate and interval bound, not
@@ -83,7 +83,8 @@ def split_results(view: dict) -> dict[str, dict]:
         ANSWER_CHARS_FILE: view.get("answer_chars") or {},
         MANIFEST_FILE: manifest,
         BY_METADATA_FILE: view.get("by_metadata") or {},
-        RUN_FILE: {"judge": view.get("judge") or {}, "manifest": volatile},
+        RUN_FILE: {"judge": view.get("judge") or {}, "manifest": volatile,
+                   **({"rebuild": view["rebuild"]} if view.get("rebuild") else {})},
     }
 
 
@@ -110,6 +111,8 @@ def merge_results(read: Callable[[str], str | None]) -> dict:
     if view.get("answer_chars") is not None:
         view["answer_chars"] = {**view["answer_chars"], **part(ANSWER_CHARS_FILE)}
     view["judge"] = run.get("judge") or {}
+    if run.get("rebuild"):
+        view["rebuild"] = run["rebuild"]
     view["bootstrap"] = manifest.pop("bootstrap", None)
     view["manifest"] = manifest
     return {"run": manifest.get("run"), **view}

@@ -140,9 +140,13 @@ class Verifier:
         """`local-5.0+<12 hex of the model file>`: the judge's identity in cache keys."""
         return f"{self.model.version}+{self.digest[:12]}"
 
-    def rows(self, items: Sequence[tuple[str, Sequence[str], str, bool]]) -> list[list[Row]]:
+    def rows(self, items: Sequence[tuple[str, Sequence[str], str, bool]],
+             competing: list[list[float | None]] | None = None) -> list[list[Row]]:
         """Verdict rows for many (claim, passages, question, whole_answer), the model run
-        once over all."""
+        once over all. `competing`, when given, receives per item and passage the support an
+        `unsupported` pair competes with for the item's marks (None: it does not compete):
+        what the verdict cache (tasks/judges/verdict_cache.py) needs to mark the same pair
+        when an item mixes cached and fresh pairs."""
         out: list[list[Row | None]] = []
         pending: list[tuple[int, int, list[float], PairResult, str, Claim]] = []
         for claim, passages, question, whole_answer in items:
@@ -159,6 +163,8 @@ class Verifier:
                 pending.append((len(out), len(mine), r.features, r, passage, profile))
                 mine.append(None)
             out.append(mine)
+        if competing is not None:
+            competing.extend([None] * len(row) for row in out)
         if pending:
             X = np.asarray([[feats[c] for c in self._columns] for _i, _j, feats, *_ in pending], dtype=np.float64)
             P = self.model.matrix(X)
@@ -174,6 +180,9 @@ class Verifier:
             marked = {-k for _, k in closest.values()}
             for k, ((i, j, feats, r, passage, prof), d) in enumerate(zip(pending, decisions, strict=True)):
                 out[i][j] = self._row(d, feats, r, passage, prof, k in marked)
+            for (i, j, _f, r, *_), d in zip(pending, decisions, strict=True):
+                if competing is not None and d.verdict == "unsupported" and r.quote_start is not None:
+                    competing[i][j] = d.support
         return out  # type: ignore[return-value]
 
     @lru_cache(maxsize=1)  # noqa: B019 — one verifier per model file lives for the process
