@@ -48,13 +48,13 @@ from ragspan.tasks.io.experiments import is_dvc_workspace, save_experiment
 from ragspan.tasks.io.git import git_state
 from ragspan.tasks.io.history import append_history, previous_results_dir
 from ragspan.tasks.io.workspace_lock import workspace_lock
+from ragspan.tasks.reporting.rebuild import rebuild_text
 from ragspan.tasks.tools.rag_command import (
     fill_command,
     install_run,
     questions_file,
     run_rag_command,
 )
-from ragspan.tasks.reporting.rebuild import rebuild_text
 
 EVENT = "ragspan.index.rebuilt"
 RESOURCE_PREFIX = "ragspan.index."
