@@ -102,8 +102,10 @@ class LocalJudge:
         if cache is None:
             rows, judged, again = self._rows(items)[0], pairs, 0
         else:  # only pairs never judged before (tasks/judges/verdict_cache.py)
-            rows, judged, again = rows_with_cache(items, self._rows, f"{self.spec.model}@{self.spec.prompt_version}+"
-                                                  f"{_code_version()}", cache)
+            # the model file's own version too: RAGSPAN_LOCAL_JUDGE_MODEL may point elsewhere
+            # than the spec the judge was built with says
+            judge_id = f"{self.spec.model}@{self.spec.prompt_version}+{local_judge_version()}+{_code_version()}"
+            rows, judged, again = rows_with_cache(items, self._rows, judge_id, cache)
         self.stats.pairs_judged += judged
         self.stats.verdicts_reused += pairs - judged
         self.stats.marks_rejudged += again
