@@ -1,6 +1,6 @@
 """Corpus-change variants of a scale workspace: what an index rebuild brings.
 
-    .venv/bin/python benchmarks/scale/corpus_variants.py WS     # adds WS/docs-changed and WS/rechunked
+    .venv/bin/python -m benchmarks.scale.corpus_variants WS     # adds WS/docs-changed and WS/rechunked
 
 - `docs-changed/`: one sentence appended to a random 5 % of the documents (a sentence of
   another document, so a real one), each one's last chunk grown to cover it. The run

@@ -1,6 +1,6 @@
 """Synthetic but realistic ragspan workspaces for the scale benchmark.
 
-    .venv/bin/python benchmarks/scale/generate.py --chunks 100000 --answers 10000 --out /tmp/ws
+    .venv/bin/python -m benchmarks.scale.generate --chunks 100000 --answers 10000 --out /tmp/ws
 
 Real sentences, recombined: the sentence pool is every sentence of the XQuAD paragraphs
 and ClapNQ passages in `../shared/data` (read at run time, never copied into the repo;

@@ -1,8 +1,8 @@
 """Scale benchmark: how ragspan's cost grows with the corpus and the number of answers.
 
-    .venv/bin/python benchmarks/scale/run.py                          # quick grid, a few minutes
-    .venv/bin/python benchmarks/scale/run.py --sizes 100000x10000 --repeats 3   # the target run
-    .venv/bin/python benchmarks/scale/run.py --sizes 1000x100,10000x1000,100000x10000
+    .venv/bin/python -m benchmarks.scale.run                          # quick grid, a few minutes
+    .venv/bin/python -m benchmarks.scale.run --sizes 100000x10000 --repeats 3   # the target run
+    .venv/bin/python -m benchmarks.scale.run --sizes 1000x100,10000x1000,100000x10000
 
 A size is CHUNKSxANSWERS. For each size the workspace is generated (generate.py, in
 --work, default a temporary directory; never inside the repository) and measured:

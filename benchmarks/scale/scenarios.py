@@ -1,7 +1,7 @@
 """The re-run scenario table: what a run costs after what changed, against a cold run measured
 in the same sitting (issue 29).
 
-    .venv/bin/python benchmarks/scale/scenarios.py --size 100000x10000 --work /tmp/scalework --check
+    .venv/bin/python -m benchmarks.scale.scenarios --size 100000x10000 --work /tmp/scalework --check
 
 One state dir, the real CLI (`ragspan evaluate --quiet`, as in run.py), one run after the
 other:
@@ -35,9 +35,8 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 
-from run import RAGSPAN, REPO, _env, run_measured, workspace
+from benchmarks.scale.run import RAGSPAN, REPO, _env, run_measured, workspace
 
 SCENARIOS = (("cold", "."), ("unchanged", "."), ("5 % answers", "changed"), ("5 % documents", "docs-changed"),
              ("re-chunked", "rechunked"))

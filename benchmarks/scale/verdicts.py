@@ -1,6 +1,6 @@
 """Every local-judge verdict row over a scale workspace, to check a judge change changes nothing.
 
-    .venv/bin/python benchmarks/scale/verdicts.py WS [--answers 1000] [--dump rows.json] [--repeats 1]
+    .venv/bin/python -m benchmarks.scale.verdicts WS [--answers 1000] [--dump rows.json] [--repeats 1]
 
 WS is a workspace from benchmarks/scale/generate.py (corpus.jsonl, chunks.jsonl,
 questions.csv, runs/scale.jsonl). The first --answers answers are split into claims as
