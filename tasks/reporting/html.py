@@ -336,6 +336,17 @@ def _claims_section(metrics: dict, diagnoses: pd.DataFrame, answers: pd.DataFram
                     retrieved: pd.DataFrame | None, answer_spans: pd.DataFrame | None = None) -> str:
     texts = dict(zip(corpus["doc_id"].tolist(), corpus["text"].tolist()))
     answer_of = dict(zip(answers["question_id"].tolist(), answers["answer"].tolist()))
+    keys = list(metrics.get("by_metadata") or {})
+    meta = _claim_meta(diagnoses, corpus, questions, retrieved, keys)  # groups need every claim
+    ids = {cid: f"c-{i}" for i, cid in enumerate(diagnoses["claim_id"])}
+    shown, note = _shown_questions(diagnoses)
+    # Only the shown questions' rows become Python dicts: a dict per row of every table
+    # cost ~40 KB of memory per answer at 10k answers, for cards never drawn.
+    if note:  # some questions left out
+        spans = None if spans is None else _rows_of(spans, shown, diagnoses)
+        answer_spans = None if answer_spans is None else _rows_of(answer_spans, shown, diagnoses)
+        questions = None if questions is None else _rows_of(questions, shown, diagnoses)
+        diagnoses = _rows_of(diagnoses, shown, diagnoses)
     q_rows = {} if questions is None else {r["question_id"]: r for r in records(questions)}
     cutoffs: dict[str, int] = {}
     if retrieved is not None and len(retrieved):
@@ -348,21 +359,9 @@ def _claims_section(metrics: dict, diagnoses: pd.DataFrame, answers: pd.DataFram
     marks_of: dict[str, list[dict]] = {}
     for m in records(answer_spans) if answer_spans is not None else []:
         marks_of.setdefault(m["question_id"], []).append(m)
-    keys = list(metrics.get("by_metadata") or {})
-    meta = _claim_meta(diagnoses, corpus, questions, retrieved, keys)
-    ids = {cid: f"c-{i}" for i, cid in enumerate(diagnoses["claim_id"])}
     by_question: dict[str, list[dict]] = {}
     for rec in records(diagnoses):  # one conversion, grouped in Python: 10k groups are slow in pandas
         by_question.setdefault(rec["question_id"], []).append(rec)
-    shown = sorted(by_question)
-    note = ""
-    if len(shown) > MAX_DRILLDOWN_QUESTIONS:
-        # A page with every claim of a 10k-question run weighs ~100 MB: show the questions
-        # with the most failures; diagnoses.parquet has them all.
-        failures = {q: sum(r["label"] not in ("correct", "unjudged") for r in rs) for q, rs in by_question.items()}
-        shown = sorted(sorted(shown, key=lambda q: -failures[q])[:MAX_DRILLDOWN_QUESTIONS])
-        note = (f'<p class="note">Showing the {MAX_DRILLDOWN_QUESTIONS:,} of {len(by_question):,} questions with '
-                f'the most failures; every claim is in <code>diagnoses.parquet</code>.</p>')
     cards = []
     for qi, qid in enumerate(shown):
         recs = by_question[qid]
@@ -405,6 +404,31 @@ def _claims_section(metrics: dict, diagnoses: pd.DataFrame, answers: pd.DataFram
             f'<span class="mk mk-contradicted">struck through</span> (click one to see what the corpus says). '
             f'Every evidence span the judge quoted is highlighted inside its document, the deciding one '
             f'outlined.</p>{"".join(cards)}</section>')
+
+
+def _shown_questions(diagnoses: pd.DataFrame) -> tuple[list[str], str]:
+    """The question ids the drill-down draws, sorted, and the note saying what it leaves
+    out: every question, or beyond MAX_DRILLDOWN_QUESTIONS those with the most failures
+    (a page with every claim of a 10k-question run weighs ~100 MB; diagnoses.parquet has
+    them all)."""
+    failures: dict[str, int] = {}
+    for q, label in zip(diagnoses["question_id"].tolist(), diagnoses["label"].tolist()):
+        failures[q] = failures.get(q, 0) + (label not in ("correct", "unjudged"))
+    shown = sorted(failures)
+    if len(shown) <= MAX_DRILLDOWN_QUESTIONS:
+        return shown, ""
+    shown = sorted(sorted(shown, key=lambda q: -failures[q])[:MAX_DRILLDOWN_QUESTIONS])
+    return shown, (f'<p class="note">Showing the {MAX_DRILLDOWN_QUESTIONS:,} of {len(failures):,} questions with '
+                   f'the most failures; every claim is in <code>diagnoses.parquet</code>.</p>')
+
+
+def _rows_of(table: pd.DataFrame, shown: list[str], diagnoses: pd.DataFrame) -> pd.DataFrame:
+    """The rows of `table` that belong to the shown questions (by question_id, or for
+    spans by claim_id through `diagnoses`), in their order."""
+    if "question_id" in table.columns:
+        return table[table["question_id"].isin(shown)]
+    claims = diagnoses.loc[diagnoses["question_id"].isin(shown), "claim_id"]
+    return table[table["claim_id"].isin(claims)]
 
 
 def _claim_meta(diagnoses: pd.DataFrame, corpus: pd.DataFrame, questions: pd.DataFrame | None,
