@@ -15,6 +15,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.task_runners import ThreadPoolTaskRunner
 from ragspan.flows import progress
 from ragspan.flows.ledger import StepLedger, timed
+from ragspan.flows.shard_window import spilled_results
 from ragspan.tasks.config import (
     PipelineParams,
     code_version,
@@ -22,10 +23,11 @@ from ragspan.tasks.config import (
     load_settings,
     state_dir,
 )
-from ragspan.tasks.core.shards import Shard, ShardResult, passages_for, shards_of
+from ragspan.tasks.core.shards import Shard, ShardResult, iter_shards, passages_for
 from ragspan.tasks.io.answer_store import context_key, remember_answers, reuse_answers
 from ragspan.tasks.io.load import load_inputs
 from ragspan.tasks.io.outputs import output_lock
+from ragspan.tasks.io.shard_spill import spilling
 from ragspan.tasks.io.state import mark_used, prune_after_run, step_results_dir
 from ragspan.tasks.io.step_results import sweep
 from ragspan.tasks.judges import judge_spec, support_threshold
@@ -72,9 +74,12 @@ def evaluate(data_dir: str, run: str, out_dir: str, params_path: str | None = No
                       context_key(spec, code, (thr, band), top_k, index_dir), settings.pipeline.reuse_answers)
         progress.current().reused(known.reused, -(-len(known.fresh) // settings.pipeline.shard_size))
         set_processes(judge_process_count(settings.pipeline))  # the local judge's worker processes
-        shards = shards_of(known.fresh, passages, settings.pipeline.shard_size)
-        futures = [evaluate_shard.submit(s, spec, index_dir, top_k, thr, band, code) for s in shards]
-        run_tables = timed(remember_answers, known, ws.answers, [f.result() for f in futures])
+        shards = iter_shards(known.fresh, passages, settings.pipeline.shard_size)
+        del passages  # the shards take their part, one at a time (flows/shard_window.py)
+        with spilling(state_dir() / "spill") as spill_dir:  # shard results on disk, not in memory
+            done = spilled_results(lambda s: evaluate_shard.submit(s, spec, index_dir, top_k, thr, band, code),
+                                   shards, 2 * settings.pipeline.shard_concurrency, spill_dir)
+            run_tables = timed(remember_answers, known, ws.answers, done)
         metrics = timed(report, Path(out_dir), ws, settings, spec, run_tables, compare_to, known.reused)
     timed(publish_artifacts, metrics, out_dir, artifacts_name or run)  # the Prefect UI's view of the run
     timed(prune_after_run, settings.state.max_size, settings.state.max_age_days)  # params.yaml `state:` limits
