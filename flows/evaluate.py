@@ -34,7 +34,8 @@ from ragspan.tasks.judges import judge_spec, support_threshold
 from ragspan.tasks.judges.base import JudgeSpec
 from ragspan.tasks.judges.local import set_processes
 from ragspan.tasks.reporting.artifacts import publish_artifacts
-from ragspan.tasks.reporting.report import report
+from ragspan.tasks.reporting.report import report, report_unchanged
+from ragspan.tasks.reporting.snapshot import find_unchanged, unchanged_key
 from ragspan.tasks.steps.corpus_search import build_index, corpus_search
 from ragspan.tasks.steps.decompose import decompose
 from ragspan.tasks.steps.diagnose import diagnose
@@ -69,18 +70,25 @@ def evaluate(data_dir: str, run: str, out_dir: str, params_path: str | None = No
         index_dir = timed(build_index, ws.chunks, ws.corpus, str(state_dir() / "index"))
         mark_used(index_dir)  # for pruning by last use (tasks/io/state.py)
         sweep(step_results_dir())  # step results a killed run half-wrote: moved aside, one line
-        passages, top_k = passages_for(ws), settings.search.top_k
-        known = timed(reuse_answers, ws.answers, passages, str(state_dir() / "answers"),
-                      context_key(spec, code, (thr, band), top_k, index_dir), settings.pipeline.reuse_answers)
-        progress.current().reused(known.reused, -(-len(known.fresh) // settings.pipeline.shard_size))
-        set_processes(judge_process_count(settings.pipeline))  # the local judge's worker processes
-        shards = iter_shards(known.fresh, passages, settings.pipeline.shard_size)
-        del passages  # the shards take their part, one at a time (flows/shard_window.py)
-        with spilling(state_dir() / "spill") as spill_dir:  # shard results on disk, not in memory
-            done = spilled_results(lambda s: evaluate_shard.submit(s, spec, index_dir, top_k, thr, band, code),
-                                   shards, 2 * settings.pipeline.shard_concurrency, spill_dir)
-            run_tables = timed(remember_answers, known, ws.answers, done)
-        metrics = timed(report, Path(out_dir), ws, settings, spec, run_tables, compare_to, known.reused)
+        top_k, answers = settings.search.top_k, state_dir() / "answers"
+        context = context_key(spec, code, (thr, band), top_k, index_dir)
+        kept = timed(find_unchanged, ws, settings, context, answers, compare_to)  # tasks/reporting/snapshot.py
+        if kept is not None:  # nothing changed since a run that kept its results: they are written again
+            progress.current().reused(len(ws.answers), 0)
+            metrics = timed(report_unchanged, Path(out_dir), ws, settings, spec, kept, compare_to)
+        else:
+            passages = passages_for(ws)
+            known = timed(reuse_answers, ws.answers, passages, str(answers), context, settings.pipeline.reuse_answers)
+            progress.current().reused(known.reused, -(-len(known.fresh) // settings.pipeline.shard_size))
+            set_processes(judge_process_count(settings.pipeline))  # the local judge's worker processes
+            shards = iter_shards(known.fresh, passages, settings.pipeline.shard_size)
+            del passages  # the shards take their part, one at a time (flows/shard_window.py)
+            with spilling(state_dir() / "spill") as spill_dir:  # shard results on disk, not in memory
+                done = spilled_results(lambda s: evaluate_shard.submit(s, spec, index_dir, top_k, thr, band, code),
+                                       shards, 2 * settings.pipeline.shard_concurrency, spill_dir)
+                run_tables = timed(remember_answers, known, ws.answers, done)
+            metrics = timed(report, Path(out_dir), ws, settings, spec, run_tables, compare_to, known.reused,
+                            unchanged_key(ws, settings, context, answers, compare_to))
     timed(publish_artifacts, metrics, out_dir, artifacts_name or run)  # the Prefect UI's view of the run
     timed(prune_after_run, settings.state.max_size, settings.state.max_age_days)  # params.yaml `state:` limits
     return metrics

@@ -65,12 +65,12 @@ def _e(text: object) -> str:
 # --------------------------------------------------------------------------- headline
 
 
-def _intervals(metrics: dict, diagnoses: pd.DataFrame) -> dict:
+def _intervals(metrics: dict, diagnoses: pd.DataFrame | None) -> dict:
     ci = metrics.get("rate_ci95")
-    return ci if ci else stats.rate_intervals(diagnoses)
+    return ci if ci or diagnoses is None else stats.rate_intervals(diagnoses)
 
 
-def _headline(metrics: dict, diagnoses: pd.DataFrame, comparison: dict | None) -> str:
+def _headline(metrics: dict, diagnoses: pd.DataFrame | None, comparison: dict | None) -> str:
     ci = _intervals(metrics, diagnoses)
     deltas = {r.get("label"): r for r in (comparison or {}).get("overall", []) if isinstance(r, dict)}
     a_name = _e(((comparison or {}).get("a") or {}).get("name", "previous run"))
@@ -542,6 +542,30 @@ def render_report(metrics: dict, diagnoses: pd.DataFrame, answers: pd.DataFrame,
                   answer_spans: pd.DataFrame | None = None) -> str:
     """The whole page. `spans` (spans.parquet), `questions` and `retrieved` are optional:
     without them the drill-down shows only deciding spans, no question text, no cutoff."""
+    middle = report_middle(metrics, diagnoses, answers, corpus, spans=spans, questions=questions,
+                           retrieved=retrieved, comparison=comparison, answer_spans=answer_spans)
+    return assemble_page(metrics, middle, comparison, diagnoses)
+
+
+def report_middle(metrics: dict, diagnoses: pd.DataFrame, answers: pd.DataFrame, corpus: pd.DataFrame, *,
+                  spans: pd.DataFrame | None = None, questions: pd.DataFrame | None = None,
+                  retrieved: pd.DataFrame | None = None, comparison: dict | None = None,
+                  answer_spans: pd.DataFrame | None = None) -> str:
+    """Everything between the headline and the manifest: deltas, charts, what to fix, the
+    claims. It reads no fact of the run itself (judge calls, manifest), so an unchanged
+    re-run can take it as it was (tasks/reporting/snapshot.py)."""
+    return "".join([
+        _comparison(metrics, comparison),
+        _charts(metrics, diagnoses, retrieved),
+        _fixes(metrics),
+        _claims_section(metrics, diagnoses, answers, corpus, spans, questions, retrieved, answer_spans),
+    ])
+
+
+def assemble_page(metrics: dict, middle: str, comparison: dict | None = None,
+                  diagnoses: pd.DataFrame | None = None) -> str:
+    """The page around `report_middle`: the headline (with the run's judge statistics) and
+    the manifest. `diagnoses` is read only when `metrics` lacks its intervals."""
     script_hash = base64.b64encode(hashlib.sha256(_SCRIPT.encode("utf-8")).digest()).decode("ascii")
     csp = (f"default-src 'none'; script-src 'sha256-{script_hash}'; style-src 'unsafe-inline'; "
            "img-src data:; base-uri 'none'; form-action 'none'")
@@ -549,10 +573,7 @@ def render_report(metrics: dict, diagnoses: pd.DataFrame, answers: pd.DataFrame,
     manifest = _e(json.dumps(metrics.get("manifest") or {}, indent=1, sort_keys=True, ensure_ascii=False))
     body = "".join([
         _headline(metrics, diagnoses, comparison),
-        _comparison(metrics, comparison),
-        _charts(metrics, diagnoses, retrieved),
-        _fixes(metrics),
-        _claims_section(metrics, diagnoses, answers, corpus, spans, questions, retrieved, answer_spans),
+        middle,
         (f'<section id="manifest"><h2>Manifest</h2><details><summary>everything that produced these results'
          f"</summary><pre>{manifest}</pre></details></section>"),
     ])
