@@ -39,6 +39,7 @@ from ragspan.tasks.core.schemas import records
 from ragspan.tasks.core.taxonomy import COLORS as LABEL_COLORS
 from ragspan.tasks.core.taxonomy import FIX_FOR, LABELS, STAGES
 from ragspan.tasks.reporting import charts, stats
+from ragspan.tasks.reporting.drilldown import rows_of, shown_questions
 from ragspan.tasks.reporting.findings import concentration, concentration_text, fix_order
 from ragspan.tasks.reporting.formatting import cascade_note
 from ragspan.tasks.reporting.formatting import int_or_none as _int
@@ -46,6 +47,8 @@ from ragspan.tasks.reporting.formatting import is_missing as _missing
 from ragspan.tasks.reporting.formatting import pct as _pct
 from ragspan.tasks.reporting.formatting import pp as _pp
 from ragspan.tasks.reporting.groups import claim_groups
+from ragspan.tasks.reporting.html_assets import CSS as _CSS
+from ragspan.tasks.reporting.html_assets import SCRIPT as _SCRIPT
 
 CONTEXT_CHARS = 160
 _VERDICT_ORDER = {"supported": 0, "partial": 1, "unsupported": 2}
@@ -339,14 +342,14 @@ def _claims_section(metrics: dict, diagnoses: pd.DataFrame, answers: pd.DataFram
     keys = list(metrics.get("by_metadata") or {})
     meta = _claim_meta(diagnoses, corpus, questions, retrieved, keys)  # groups need every claim
     ids = {cid: f"c-{i}" for i, cid in enumerate(diagnoses["claim_id"])}
-    shown, note = _shown_questions(diagnoses)
+    shown, note = shown_questions(diagnoses, MAX_DRILLDOWN_QUESTIONS)
     # Only the shown questions' rows become Python dicts: a dict per row of every table
     # cost ~40 KB of memory per answer at 10k answers, for cards never drawn.
     if note:  # some questions left out
-        spans = None if spans is None else _rows_of(spans, shown, diagnoses)
-        answer_spans = None if answer_spans is None else _rows_of(answer_spans, shown, diagnoses)
-        questions = None if questions is None else _rows_of(questions, shown, diagnoses)
-        diagnoses = _rows_of(diagnoses, shown, diagnoses)
+        spans = None if spans is None else rows_of(spans, shown, diagnoses)
+        answer_spans = None if answer_spans is None else rows_of(answer_spans, shown, diagnoses)
+        questions = None if questions is None else rows_of(questions, shown, diagnoses)
+        diagnoses = rows_of(diagnoses, shown, diagnoses)
     q_rows = {} if questions is None else {r["question_id"]: r for r in records(questions)}
     cutoffs: dict[str, int] = {}
     if retrieved is not None and len(retrieved):
@@ -406,31 +409,6 @@ def _claims_section(metrics: dict, diagnoses: pd.DataFrame, answers: pd.DataFram
             f'outlined.</p>{"".join(cards)}</section>')
 
 
-def _shown_questions(diagnoses: pd.DataFrame) -> tuple[list[str], str]:
-    """The question ids the drill-down draws, sorted, and the note saying what it leaves
-    out: every question, or beyond MAX_DRILLDOWN_QUESTIONS those with the most failures
-    (a page with every claim of a 10k-question run weighs ~100 MB; diagnoses.parquet has
-    them all)."""
-    failures: dict[str, int] = {}
-    for q, label in zip(diagnoses["question_id"].tolist(), diagnoses["label"].tolist()):
-        failures[q] = failures.get(q, 0) + (label not in ("correct", "unjudged"))
-    shown = sorted(failures)
-    if len(shown) <= MAX_DRILLDOWN_QUESTIONS:
-        return shown, ""
-    shown = sorted(sorted(shown, key=lambda q: -failures[q])[:MAX_DRILLDOWN_QUESTIONS])
-    return shown, (f'<p class="note">Showing the {MAX_DRILLDOWN_QUESTIONS:,} of {len(failures):,} questions with '
-                   f'the most failures; every claim is in <code>diagnoses.parquet</code>.</p>')
-
-
-def _rows_of(table: pd.DataFrame, shown: list[str], diagnoses: pd.DataFrame) -> pd.DataFrame:
-    """The rows of `table` that belong to the shown questions (by question_id, or for
-    spans by claim_id through `diagnoses`), in their order."""
-    if "question_id" in table.columns:
-        return table[table["question_id"].isin(shown)]
-    claims = diagnoses.loc[diagnoses["question_id"].isin(shown), "claim_id"]
-    return table[table["claim_id"].isin(claims)]
-
-
 def _claim_meta(diagnoses: pd.DataFrame, corpus: pd.DataFrame, questions: pd.DataFrame | None,
                 retrieved: pd.DataFrame | None, keys: list[str]) -> list[dict[str, str]]:
     """Per metadata key, claim_id → its group value, attributed as metrics["by_metadata"] is."""
@@ -456,79 +434,6 @@ def _filters(metrics: dict, keys: list[str]) -> str:
 
 # --------------------------------------------------------------------------- page
 
-_SCRIPT = r"""
-(function () {
-  "use strict";
-  var form = document.getElementById("filters");
-  if (!form) return;
-  form.hidden = false;
-  document.body.classList.add("js");
-  var label = document.getElementById("f-label");
-  var text = document.getElementById("f-text");
-  var count = document.getElementById("f-count");
-  var metas = Array.prototype.slice.call(form.querySelectorAll("select[data-key]"));
-  var uncertain = document.getElementById("f-uncertain");
-  var claims = Array.prototype.slice.call(document.querySelectorAll("li.claim"));
-  var cards = Array.prototype.slice.call(document.querySelectorAll("article.q"));
-  var hay = new Map();
-  claims.forEach(function (li) {
-    var card = li.closest("article.q");
-    var head = card.querySelector("header").textContent + " " + card.querySelector(".answer").textContent;
-    hay.set(li, (li.textContent + " " + head).toLowerCase());
-  });
-  function apply() {
-    var want = label.value, q = text.value.trim().toLowerCase(), shown = 0;
-    claims.forEach(function (li) {
-      var ok = (!want || li.getAttribute("data-label") === want) &&
-        (!uncertain.checked || li.getAttribute("data-uncertain") === "1") &&
-        metas.every(function (s) { return !s.value || li.getAttribute("data-" + s.getAttribute("data-key")) === s.value; }) &&
-        (!q || hay.get(li).indexOf(q) >= 0);
-      li.hidden = !ok;
-      if (ok) shown += 1;
-    });
-    cards.forEach(function (card) { card.hidden = !card.querySelector("li.claim:not([hidden])"); });
-    count.textContent = shown + " of " + claims.length + " claims shown";
-  }
-  form.addEventListener("input", apply);
-  form.addEventListener("change", apply);
-  form.addEventListener("reset", function () { setTimeout(apply, 0); });
-  form.addEventListener("submit", function (e) { e.preventDefault(); });
-  Array.prototype.forEach.call(document.querySelectorAll("a.to-label"), function (a) {
-    a.addEventListener("click", function () { label.value = a.getAttribute("data-label"); apply(); });
-  });
-  apply();
-})();
-"""
-
-_CSS = """
-body{font:15px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;max-width:1100px;margin:1.5em auto;
-padding:0 1em;color:#222}
-h1{margin-bottom:0}h2{border-bottom:1px solid #ddd;padding-bottom:4px;margin-top:1.6em}
-nav a{margin-right:1em}table{border-collapse:collapse}td,th{padding:2px 8px;text-align:left;vertical-align:top}
-td.n{text-align:right;font-variant-numeric:tabular-nums}table.grid td,table.grid th{border-bottom:1px solid #eee}
-table.head td{border-bottom:1px solid #eee}.ci{color:#555}.big{font-size:17px}.note,.sub{color:#555;font-size:13px}
-.warn{background:#fff3cd;padding:4px 8px}dl.manifest{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;
-font-size:13px}dl.manifest dt{color:#555}dl.manifest dd{margin:0}code{font-size:12px;background:#f3f3f3;padding:0 3px}
-.lab{color:#fff;border-radius:3px;padding:0 6px;font-size:12px;text-decoration:none;white-space:nowrap}
-.flag{background:#000;color:#fff;border-radius:3px;padding:0 6px;font-size:12px}
-.flag.unc{background:#8d6e00}.prob{color:#555;font-size:12px}
-figure.chart{margin:1em 0}figure.chart svg{max-width:100%;height:auto}figcaption{color:#555;font-size:13px}
-article.q{border:1px solid #ddd;border-radius:6px;padding:4px 14px;margin:14px 0}
-article.q h3{margin:6px 0}.qid{font-family:monospace;color:#555;margin-right:6px}.meta{color:#555;font-size:13px;margin:0}
-.answer p{margin:2px 0}.k{color:#777;font-size:12px;text-transform:uppercase;letter-spacing:.04em;margin:6px 0 0}
-a.as{color:inherit;text-decoration:none;border-bottom:2px solid;padding:1px 0}
-.mk-unsupported{text-decoration:underline wavy #c0392b;text-decoration-skip-ink:none}
-.mk-contradicted{text-decoration:line-through 2px #c0392b;background:#c0392b22}
-p.marks{margin:2px 0;font-size:.9em}div.ev.contra{border-left:3px solid #c0392b}mark.contra{background:#f5b7b1}
-ol.claims{padding-left:1.4em}li.claim{margin:10px 0}.ctext{margin:0}.why{color:#555;font-size:13px;margin:2px 0}
-.src{color:#555;font-size:13px;margin:4px 0 0}.decides-tag{color:#000}
-pre.doc{white-space:pre-wrap;word-break:break-word;background:#f6f6f6;padding:6px 8px;border-left:3px solid #bbb;
-margin:2px 0 6px;font:13px/1.45 ui-monospace,SFMono-Regular,Menlo,monospace}
-div.ev.decides pre.doc{border-left-color:#333}mark.ev{background:#ffe082;padding:0 1px}
-mark.ev.decides{background:#ffd54f;outline:2px solid #333}.more{margin-left:1em}.none{color:#777;font-style:italic}
-form.filters{position:sticky;top:0;background:#fff;padding:8px 0;border-bottom:1px solid #ddd;display:flex;
-flex-wrap:wrap;gap:6px 14px;align-items:center;z-index:1}[hidden]{display:none!important}
-"""
 
 
 def _label_css() -> str:
