@@ -57,11 +57,18 @@ def snapshot_key(input_files: dict[str, str], run: str | None, settings: Setting
                  store: Path, comparison: str | None) -> str:
     """Everything a run's results follow from (see the module docstring). `store`: the
     answer store's directory for `context`, whose segment names are read now."""
-    segments = sorted(p.name for p in store.iterdir() if p.name.startswith("seg-")) if store.is_dir() else []
+    segments = [_stamped(seg) for seg in sorted(store.glob("seg-*"))] if store.is_dir() else []
     blob = json.dumps([SNAPSHOT_FORMAT, source_hash(REPORTING_CODE, TASKS_DIR), code_version(),
                        sorted(input_files.items()), run, settings.model_dump(mode="json"), context, segments,
                        comparison], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def _stamped(segment: Path) -> list:
+    """A segment as the key sees it: its name, and each file's name, size and mtime — a
+    segment written over in place is a new key, so the run reads (and checks) the store."""
+    files = sorted(f for f in segment.iterdir() if f.is_file())
+    return [segment.name, [[f.name, (st := f.stat()).st_size, st.st_mtime_ns] for f in files]]
 
 
 def _root() -> Path:
