@@ -1,10 +1,12 @@
 """The evaluate flow: load → reuse known answers → per shard of the others [decompose →
 extract → validate offsets → corpus-wide search → extract → validate offsets → diagnose]
-→ remember → report. Wiring only.
+→ remember → report. Wiring only. A run whose inputs, settings and stored answers are
+those of a run that kept its results writes those (tasks/reporting/snapshot.py).
 
 Each step is its own cached Prefect task; a shard's chain is one submitted task, so
 shards run side by side on the flow's task runner (threads by default, a Dask cluster
-with `--task-runner dask`) while every step inside stays separately cached."""
+with `--task-runner dask`) while every step inside stays separately cached. At most
+2 × shard_concurrency shards are in flight; each result goes to disk as it ends."""
 
 from __future__ import annotations
 
