@@ -1,11 +1,13 @@
 """The evaluate flow: load → reuse known answers → per shard of the others [decompose →
 extract → validate offsets → corpus-wide search → extract → validate offsets → diagnose →
-chunk windows → extract → validate offsets → chunk split]
-→ remember → report. Wiring only.
+chunk windows → extract → validate offsets → chunk split] → remember → report. Wiring only.
+A run whose inputs, settings and stored answers are those of a run that kept its results
+writes those (tasks/reporting/snapshot.py).
 
 Each step is its own cached Prefect task; a shard's chain is one submitted task, so
 shards run side by side on the flow's task runner (threads by default, a Dask cluster
-with `--task-runner dask`) while every step inside stays separately cached."""
+with `--task-runner dask`) while every step inside stays separately cached. At most
+2 × shard_concurrency shards are in flight; each result goes to disk as it ends."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.task_runners import ThreadPoolTaskRunner
 from ragspan.flows import progress
 from ragspan.flows.ledger import StepLedger, timed
+from ragspan.flows.shard_window import spilled_results
 from ragspan.tasks.config import (
     PipelineParams,
     code_version,
@@ -23,10 +26,11 @@ from ragspan.tasks.config import (
     load_settings,
     state_dir,
 )
-from ragspan.tasks.core.shards import Shard, ShardResult, passages_for, shards_of
+from ragspan.tasks.core.shards import Shard, ShardResult, iter_shards, passages_for
 from ragspan.tasks.io.answer_store import context_key, remember_answers, reuse_answers
 from ragspan.tasks.io.load import load_inputs
 from ragspan.tasks.io.outputs import output_lock
+from ragspan.tasks.io.shard_spill import spilling
 from ragspan.tasks.io.state import mark_used, prune_after_run, step_results_dir
 from ragspan.tasks.io.step_results import sweep
 from ragspan.tasks.judges import judge_spec, support_threshold
@@ -35,7 +39,8 @@ from ragspan.tasks.judges.local import set_processes
 from ragspan.tasks.judges.verdict_cache import CACHE_FILE as VERDICTS
 from ragspan.tasks.judges.verdict_cache import use_verdict_cache
 from ragspan.tasks.reporting.artifacts import publish_artifacts
-from ragspan.tasks.reporting.report import report
+from ragspan.tasks.reporting.report import report, report_unchanged
+from ragspan.tasks.reporting.snapshot import find_unchanged, unchanged_key
 from ragspan.tasks.steps.boundary import chunk_split, chunk_windows
 from ragspan.tasks.steps.corpus_search import build_index, corpus_search
 from ragspan.tasks.steps.decompose import decompose
@@ -76,16 +81,26 @@ def evaluate(data_dir: str, run: str, out_dir: str, params_path: str | None = No
         index_dir = timed(build_index, ws.chunks, ws.corpus, str(state_dir() / "index"))
         mark_used(index_dir)  # for pruning by last use (tasks/io/state.py)
         sweep(step_results_dir())  # step results a killed run half-wrote: moved aside, one line
-        passages, top_k = passages_for(ws), settings.search.top_k
-        known = timed(reuse_answers, ws.answers, passages, str(state_dir() / "answers"),
-                      context_key(spec, code, (thr, band), top_k, index_dir), settings.pipeline.reuse_answers)
-        progress.current().reused(known.reused, -(-len(known.fresh) // settings.pipeline.shard_size))
-        set_processes(judge_process_count(settings.pipeline))  # the local judge's worker processes
-        use_verdict_cache(state_dir() / VERDICTS if settings.pipeline.reuse_verdicts else None)
-        shards = shards_of(known.fresh, passages, settings.pipeline.shard_size)
-        futures = [evaluate_shard.submit(s, spec, index_dir, top_k, thr, band, code) for s in shards]
-        run_tables = timed(remember_answers, known, ws.answers, [f.result() for f in futures])
-        metrics = timed(report, Path(out_dir), ws, settings, spec, run_tables, compare_to, known.reused, previous)
+        top_k, answers = settings.search.top_k, state_dir() / "answers"
+        context = context_key(spec, code, (thr, band), top_k, index_dir)
+        kept = timed(find_unchanged, ws, settings, context, answers, compare_to)  # tasks/reporting/snapshot.py
+        if kept is not None:  # nothing changed since a run that kept its results: they are written again
+            progress.current().reused(len(ws.answers), 0)
+            metrics = timed(report_unchanged, Path(out_dir), ws, settings, spec, kept, compare_to)
+        else:
+            passages = passages_for(ws)
+            known = timed(reuse_answers, ws.answers, passages, str(answers), context, settings.pipeline.reuse_answers)
+            progress.current().reused(known.reused, -(-len(known.fresh) // settings.pipeline.shard_size))
+            set_processes(judge_process_count(settings.pipeline))  # the local judge's worker processes
+            use_verdict_cache(state_dir() / VERDICTS if settings.pipeline.reuse_verdicts else None)
+            shards = iter_shards(known.fresh, passages, settings.pipeline.shard_size)
+            del passages  # the shards take their part, one at a time (flows/shard_window.py)
+            with spilling(state_dir() / "spill") as spill_dir:  # shard results on disk, not in memory
+                done = spilled_results(lambda s: evaluate_shard.submit(s, spec, index_dir, top_k, thr, band, code),
+                                       shards, 2 * settings.pipeline.shard_concurrency, spill_dir)
+                run_tables = timed(remember_answers, known, ws.answers, done)
+            metrics = timed(report, Path(out_dir), ws, settings, spec, run_tables, compare_to, known.reused,
+                            unchanged_key(ws, settings, context, answers, compare_to), previous)
     timed(publish_artifacts, metrics, out_dir, artifacts_name or run)  # the Prefect UI's view of the run
     timed(prune_after_run, settings.state.max_size, settings.state.max_age_days)  # params.yaml `state:` limits
     return metrics

@@ -119,6 +119,27 @@ def test_unchanged_rerun_without_reuse_is_served_from_prefects_step_cache(tmp_pa
     _assert_same_tables(tmp_path / "a", tmp_path / "b")
 
 
+def test_an_unchanged_rerun_writes_from_the_kept_snapshot_what_computing_it_would(tmp_path, state_dir):
+    """The cold run keeps its results' pieces; the re-run writes them with its own facts,
+    and every file equals a re-run that computes its report (snapshots removed): the JSON
+    files, report.html and summary.md byte for byte, the tables row for row."""
+    run_evaluate(SAMPLE, tmp_path / "a")
+    assert len(list((state_dir / "reports").iterdir())) == 1
+    kept = run_evaluate(SAMPLE, tmp_path / "b")
+    assert kept["judge"]["answers_reused"] == 36 and kept["judge"]["calls"] == 0
+    shutil.rmtree(state_dir / "reports")
+    run_evaluate(SAMPLE, tmp_path / "c")  # computed, and kept again
+    names = sorted(p.name for p in (tmp_path / "c").iterdir())
+    assert names == sorted(p.name for p in (tmp_path / "b").iterdir())
+    for name in names:
+        b, c = tmp_path / "b" / name, tmp_path / "c" / name
+        if name.endswith(".parquet"):
+            pd.testing.assert_frame_equal(pd.read_parquet(b), pd.read_parquet(c), obj=name)
+        else:
+            assert b.read_bytes() == c.read_bytes(), name
+    assert '"calls": 0' in (tmp_path / "b" / "run.json").read_text()
+
+
 def _change_first_answer(data: Path) -> None:
     run_file = data / "runs" / "baseline.jsonl"
     lines = run_file.read_text(encoding="utf-8").splitlines()

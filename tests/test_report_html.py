@@ -388,3 +388,33 @@ def test_uncertain_claims_are_counted_flagged_and_filterable():
     assert page.count('data-uncertain="1"') == 1
     assert "uncertain · P(supported) 0.58" in page
     assert 'id="f-uncertain"' in page and "only uncertain (1)" in page
+
+
+def test_a_capped_drill_down_draws_its_cards_exactly_as_the_full_one(monkeypatch):
+    """Only the shown questions' rows are turned into dicts; a card must not notice."""
+    from ragspan.tasks.reporting import html as report_html
+
+    full, _ = render_hostile()
+    monkeypatch.setattr(report_html, "MAX_DRILLDOWN_QUESTIONS", 1)
+    capped, _ = render_hostile()
+
+    def cards(page: str) -> list[str]:  # the card's position in the page (q-N, x-N-i) aside
+        found = re.findall(r'<article class="q".*?</article>', page, flags=re.DOTALL)
+        return [re.sub(r'"(q|x)-\d+', r'"\1-N', c) for c in found]
+
+    (shown,) = cards(capped)
+    assert shown in cards(full)
+    assert len(cards(full)) == 2
+
+
+def test_bootstrap_sums_in_blocks_equal_the_whole_weight_matrix():
+    """resampled_sums never holds resamples × questions weights, yet gives the same sums
+    bit for bit (integers in float64), over several blocks of resamples."""
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    counts = rng.integers(0, 7, size=(30_000, 4)).astype(float)  # 2M // 30k = 66 rows a block
+    whole = stats.question_weights(len(counts), 150, seed=2) @ counts
+    assert np.array_equal(stats.resampled_sums(counts, 150, seed=2), whole)
+    assert not np.array_equal(stats.resampled_sums(counts, 150, seed=3), whole)
+    assert stats.resampled_sums(counts[:0], 10).shape == (10, 4)

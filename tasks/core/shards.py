@@ -7,6 +7,7 @@ re-judges one shard, not the run.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -63,9 +64,9 @@ def answers_to_retry(claims: pd.DataFrame, judgements: pd.DataFrame) -> frozense
 def passages_for(ws: Workspace) -> pd.DataFrame:
     """Every retrieved chunk with its text, plus each question's reference answer."""
     retrieved, corpus, questions = ws.retrieved, ws.corpus, ws.questions
-    texts = dict(zip(corpus["doc_id"], corpus["text"]))
+    texts = dict(zip(corpus["doc_id"].tolist(), corpus["text"].tolist()))  # lists: Arrow strings iterate slowly
     r = retrieved.copy()
-    r["passage_text"] = [texts[d][s:e] for d, s, e in zip(r["doc_id"], r["char_start"], r["char_end"])]
+    r["passage_text"] = [texts[d][s:e] for d, s, e in zip(*(r[c].tolist() for c in ("doc_id", "char_start", "char_end")))]
     rows = pd.DataFrame({
         "question_id": r["question_id"], "claim_id": None, "source": "retrieved",
         "chunk_id": r["chunk_id"], "doc_id": r["doc_id"], "passage_start": r["char_start"],
@@ -83,11 +84,16 @@ def passages_for(ws: Workspace) -> pd.DataFrame:
     return schemas.Passages.validate(rows.reset_index(drop=True))
 
 
-def shards_of(answers: pd.DataFrame, passages: pd.DataFrame, shard_size: int) -> list[Shard]:
-    """Answers in input order, cut every `shard_size`; passages follow their question."""
-    out = []
+def iter_shards(answers: pd.DataFrame, passages: pd.DataFrame, shard_size: int) -> Iterator[Shard]:
+    """Answers in input order, cut every `shard_size`; passages follow their question.
+    One shard at a time: a flow that submits them as workers free up holds a bounded
+    number of shards' passages, not a copy of every passage of the run."""
     for i, start in enumerate(range(0, len(answers), shard_size)):
         part = answers.iloc[start : start + shard_size].reset_index(drop=True)
         mine = passages[passages["question_id"].isin(set(part["question_id"]))].reset_index(drop=True)
-        out.append(Shard(index=i, answers=part, passages=mine))
-    return out
+        yield Shard(index=i, answers=part, passages=mine)
+
+
+def shards_of(answers: pd.DataFrame, passages: pd.DataFrame, shard_size: int) -> list[Shard]:
+    """Every shard of `iter_shards`, at once."""
+    return list(iter_shards(answers, passages, shard_size))

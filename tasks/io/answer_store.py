@@ -30,6 +30,7 @@ import shutil
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +42,7 @@ from ragspan.tasks.core import schemas
 from ragspan.tasks.core.shards import ShardResult
 from ragspan.tasks.io import heal
 from ragspan.tasks.io.outputs import room_for
+from ragspan.tasks.io.shard_spill import SpilledShard
 from ragspan.tasks.judges.base import JudgeSpec, JudgeStats
 
 STORE_FORMAT = "reuse-2"  # bump when the stored tables' meaning changes (2: sealed segments)
@@ -173,18 +175,28 @@ def in_answer_order(table: pd.DataFrame, question_ids: pd.Series, answers: pd.Da
     return table.iloc[np.argsort(order, kind="stable")].reset_index(drop=True)
 
 
-def merged(reuse: Reuse, answers: pd.DataFrame, results: list[ShardResult]) -> ShardResult:
-    """The run's tables: stored rows plus the shards', in answer order."""
+def _table_of(part: ShardResult | SpilledShard, name: str) -> pd.DataFrame:
+    """One output table of a shard's result, in memory or read back from disk."""
+    if isinstance(part, SpilledShard):
+        return part.table(name)
+    return part.answer_spans_table() if name == "answer_spans" else getattr(part, name)
+
+
+def merged(reuse: Reuse, answers: pd.DataFrame, results: Sequence[ShardResult | SpilledShard]) -> ShardResult:
+    """The run's tables: stored rows plus the shards', in answer order. One table at a
+    time: its parts (spilled shards' read back from disk) are concatenated and ordered,
+    then let go, so the run never holds more than one extra copy of one table."""
     parts = [reuse.known, *results]
-    claims = pd.concat([p.claims for p in parts], ignore_index=True)
-    spans = pd.concat([p.spans for p in parts], ignore_index=True)
-    diagnoses = pd.concat([p.diagnoses for p in parts], ignore_index=True)
-    answer_spans = pd.concat([p.answer_spans_table() for p in parts], ignore_index=True)
+
+    def assembled(name: str, question_ids: Callable[[pd.DataFrame], pd.Series]) -> pd.DataFrame:
+        table = pd.concat([_table_of(p, name) for p in parts], ignore_index=True)
+        return in_answer_order(table, question_ids(table), answers)
+
+    claims = assembled("claims", lambda t: t["question_id"])
     question_of = dict(zip(claims["claim_id"], claims["question_id"]))
-    claims = in_answer_order(claims, claims["question_id"], answers)
-    spans = in_answer_order(spans, spans["claim_id"].map(question_of), answers)
-    diagnoses = in_answer_order(diagnoses, diagnoses["question_id"], answers)
-    answer_spans = in_answer_order(answer_spans, answer_spans["question_id"], answers)
+    spans = assembled("spans", lambda t: t["claim_id"].map(question_of))
+    diagnoses = assembled("diagnoses", lambda t: t["question_id"])
+    answer_spans = assembled("answer_spans", lambda t: t["question_id"])
     stats = sum((p.stats for p in results), JudgeStats())
     states: dict[str, dict[str, int]] = {}
     for p in results:
@@ -267,7 +279,7 @@ def reuse_answers(answers: pd.DataFrame, passages: pd.DataFrame, root: str, cont
 
 
 @task(name="remember-answers", cache_policy=NO_CACHE)
-def remember_answers(reuse: Reuse, answers: pd.DataFrame, results: list[ShardResult]) -> ShardResult:
+def remember_answers(reuse: Reuse, answers: pd.DataFrame, results: list[SpilledShard]) -> ShardResult:
     run = merged(reuse, answers, results)
     remember(reuse, run)
     return run

@@ -43,6 +43,7 @@ from ragspan.tasks.config import (
     Settings,
     code_version,
 )
+from ragspan.tasks.io.digests import file_md5s
 from ragspan.tasks.io.git import git_state
 from ragspan.tasks.judges.base import JudgeSpec
 
@@ -85,7 +86,7 @@ def dir_listing(directory: Path, root: Path | None = None) -> list[dict[str, str
     """The sorted `[{"md5", "relpath"}]` listing DVC hashes for a directory."""
     directory = Path(directory).resolve()
     spec = _dvcignore(root)
-    entries = []
+    files: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(directory):
         here = Path(dirpath)
 
@@ -98,10 +99,9 @@ def dir_listing(directory: Path, root: Path | None = None) -> list[dict[str, str
             return spec.match_file(rel)
 
         dirnames[:] = sorted(d for d in dirnames if not ignored(d, True))
-        for name in filenames:
-            if not ignored(name, False):
-                p = here / name
-                entries.append({"md5": file_md5(p), "relpath": p.relative_to(directory).as_posix()})
+        files += [here / name for name in filenames if not ignored(name, False)]
+    # md5s remembered by stat fingerprint (tasks/io/digests.py): unchanged files are not re-read
+    entries = [{"md5": md5, "relpath": p.relative_to(directory).as_posix()} for p, md5 in zip(files, file_md5s(files))]
     return sorted(entries, key=lambda e: e["relpath"])
 
 

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 from ragspan.tasks.core.answer_spans import CHAR_CLASSES, answer_char_counts
 from ragspan.tasks.reporting.groups import claim_groups, group_order
-from ragspan.tasks.reporting.stats import percentile_interval, question_weights
+from ragspan.tasks.reporting.stats import percentile_interval, resampled_sums
 
 
 def char_counts_by_answer(answers: pd.DataFrame, diagnoses: pd.DataFrame,
@@ -43,14 +43,15 @@ def _shares(counts: np.ndarray) -> dict[str, float | None]:
     return {c: (round(float(counts[i] / total), 4) if total else None) for i, c in enumerate(CHAR_CLASSES)}
 
 
-def char_summary(per_answer: pd.DataFrame, weights: np.ndarray | None = None) -> dict:
-    """Counts, shares and (with bootstrap `weights` over these answers) 95 % intervals."""
+def char_summary(per_answer: pd.DataFrame, intervals: bool = False) -> dict:
+    """Counts, shares and (with `intervals`: bootstrap over these answers, in their
+    order) 95 % intervals."""
     counts = per_answer[list(CHAR_CLASSES)].to_numpy(dtype=float)
     total = counts.sum(axis=0)
     out: dict = {"answers": len(per_answer), "chars": {c: int(total[i]) for i, c in enumerate(CHAR_CLASSES)},
                  "share": _shares(total)}
-    if weights is not None:
-        sums = weights @ counts  # (resamples × classes)
+    if intervals:
+        sums = resampled_sums(counts)  # (resamples × classes)
         all_chars = sums.sum(axis=1, keepdims=True)
         with np.errstate(invalid="ignore", divide="ignore"):
             shares = np.where(all_chars > 0, sums / np.where(all_chars > 0, all_chars, 1), np.nan)
@@ -76,7 +77,7 @@ def answer_char_metrics(answers: pd.DataFrame, diagnoses: pd.DataFrame, answer_s
                         retrieved: pd.DataFrame | None) -> dict:
     """metrics["answer_chars"] (see the module docstring)."""
     per_answer = char_counts_by_answer(answers, diagnoses, answer_spans).sort_values("question_id")
-    out = char_summary(per_answer, question_weights(len(per_answer)))
+    out = char_summary(per_answer, intervals=True)
     groups = answer_groups(answers, corpus, questions, retrieved).set_index("claim_id")
     by: dict[str, dict] = {}
     for key in groups.columns:

@@ -39,6 +39,7 @@ from ragspan.tasks.core.schemas import records
 from ragspan.tasks.core.taxonomy import FIX_FOR, LABELS, STAGES
 from ragspan.tasks.reporting import charts, stats
 from ragspan.tasks.reporting.chunker import chunker_line, cut_evidence_html
+from ragspan.tasks.reporting.drilldown import rows_of, shown_questions
 from ragspan.tasks.reporting.findings import concentration, concentration_text, fix_order
 from ragspan.tasks.reporting.formatting import cascade_note
 from ragspan.tasks.reporting.formatting import int_or_none as _int
@@ -66,12 +67,12 @@ def _e(text: object) -> str:
 # --------------------------------------------------------------------------- headline
 
 
-def _intervals(metrics: dict, diagnoses: pd.DataFrame) -> dict:
+def _intervals(metrics: dict, diagnoses: pd.DataFrame | None) -> dict:
     ci = metrics.get("rate_ci95")
-    return ci if ci else stats.rate_intervals(diagnoses)
+    return ci if ci or diagnoses is None else stats.rate_intervals(diagnoses)
 
 
-def _headline(metrics: dict, diagnoses: pd.DataFrame, comparison: dict | None) -> str:
+def _headline(metrics: dict, diagnoses: pd.DataFrame | None, comparison: dict | None) -> str:
     ci = _intervals(metrics, diagnoses)
     deltas = {r.get("label"): r for r in (comparison or {}).get("overall", []) if isinstance(r, dict)}
     a_name = _e(((comparison or {}).get("a") or {}).get("name", "previous run"))
@@ -345,6 +346,17 @@ def _claims_section(metrics: dict, diagnoses: pd.DataFrame, answers: pd.DataFram
                     retrieved: pd.DataFrame | None, answer_spans: pd.DataFrame | None = None) -> str:
     texts = dict(zip(corpus["doc_id"].tolist(), corpus["text"].tolist()))
     answer_of = dict(zip(answers["question_id"].tolist(), answers["answer"].tolist()))
+    keys = list(metrics.get("by_metadata") or {})
+    meta = _claim_meta(diagnoses, corpus, questions, retrieved, keys)  # groups need every claim
+    ids = {cid: f"c-{i}" for i, cid in enumerate(diagnoses["claim_id"])}
+    shown, note = shown_questions(diagnoses, MAX_DRILLDOWN_QUESTIONS)
+    # Only the shown questions' rows become Python dicts: a dict per row of every table
+    # cost ~40 KB of memory per answer at 10k answers, for cards never drawn.
+    if note:  # some questions left out
+        spans = None if spans is None else rows_of(spans, shown, diagnoses)
+        answer_spans = None if answer_spans is None else rows_of(answer_spans, shown, diagnoses)
+        questions = None if questions is None else rows_of(questions, shown, diagnoses)
+        diagnoses = rows_of(diagnoses, shown, diagnoses)
     q_rows = {} if questions is None else {r["question_id"]: r for r in records(questions)}
     cutoffs: dict[str, int] = {}
     if retrieved is not None and len(retrieved):
@@ -357,21 +369,9 @@ def _claims_section(metrics: dict, diagnoses: pd.DataFrame, answers: pd.DataFram
     marks_of: dict[str, list[dict]] = {}
     for m in records(answer_spans) if answer_spans is not None else []:
         marks_of.setdefault(m["question_id"], []).append(m)
-    keys = list(metrics.get("by_metadata") or {})
-    meta = _claim_meta(diagnoses, corpus, questions, retrieved, keys)
-    ids = {cid: f"c-{i}" for i, cid in enumerate(diagnoses["claim_id"])}
     by_question: dict[str, list[dict]] = {}
     for rec in records(diagnoses):  # one conversion, grouped in Python: 10k groups are slow in pandas
         by_question.setdefault(rec["question_id"], []).append(rec)
-    shown = sorted(by_question)
-    note = ""
-    if len(shown) > MAX_DRILLDOWN_QUESTIONS:
-        # A page with every claim of a 10k-question run weighs ~100 MB: show the questions
-        # with the most failures; diagnoses.parquet has them all.
-        failures = {q: sum(r["label"] not in ("correct", "unjudged") for r in rs) for q, rs in by_question.items()}
-        shown = sorted(sorted(shown, key=lambda q: -failures[q])[:MAX_DRILLDOWN_QUESTIONS])
-        note = (f'<p class="note">Showing the {MAX_DRILLDOWN_QUESTIONS:,} of {len(by_question):,} questions with '
-                f'the most failures; every claim is in <code>diagnoses.parquet</code>.</p>')
     cards = []
     for qi, qid in enumerate(shown):
         recs = by_question[qid]
@@ -450,6 +450,30 @@ def render_report(metrics: dict, diagnoses: pd.DataFrame, answers: pd.DataFrame,
                   answer_spans: pd.DataFrame | None = None) -> str:
     """The whole page. `spans` (spans.parquet), `questions` and `retrieved` are optional:
     without them the drill-down shows only deciding spans, no question text, no cutoff."""
+    middle = report_middle(metrics, diagnoses, answers, corpus, spans=spans, questions=questions,
+                           retrieved=retrieved, comparison=comparison, answer_spans=answer_spans)
+    return assemble_page(metrics, middle, comparison, diagnoses)
+
+
+def report_middle(metrics: dict, diagnoses: pd.DataFrame, answers: pd.DataFrame, corpus: pd.DataFrame, *,
+                  spans: pd.DataFrame | None = None, questions: pd.DataFrame | None = None,
+                  retrieved: pd.DataFrame | None = None, comparison: dict | None = None,
+                  answer_spans: pd.DataFrame | None = None) -> str:
+    """Everything between the headline and the manifest: deltas, charts, what to fix, the
+    claims. It reads no fact of the run itself (judge calls, manifest), so an unchanged
+    re-run can take it as it was (tasks/reporting/snapshot.py)."""
+    return "".join([
+        _comparison(metrics, comparison),
+        _charts(metrics, diagnoses, retrieved),
+        _fixes(metrics),
+        _claims_section(metrics, diagnoses, answers, corpus, spans, questions, retrieved, answer_spans),
+    ])
+
+
+def assemble_page(metrics: dict, middle: str, comparison: dict | None = None,
+                  diagnoses: pd.DataFrame | None = None) -> str:
+    """The page around `report_middle`: the headline (with the run's judge statistics) and
+    the manifest. `diagnoses` is read only when `metrics` lacks its intervals."""
     script_hash = base64.b64encode(hashlib.sha256(PAGE_SCRIPT.encode("utf-8")).digest()).decode("ascii")
     csp = (f"default-src 'none'; script-src 'sha256-{script_hash}'; style-src 'unsafe-inline'; "
            "img-src data:; base-uri 'none'; form-action 'none'")
@@ -457,10 +481,7 @@ def render_report(metrics: dict, diagnoses: pd.DataFrame, answers: pd.DataFrame,
     manifest = _e(json.dumps(metrics.get("manifest") or {}, indent=1, sort_keys=True, ensure_ascii=False))
     body = "".join([
         _headline(metrics, diagnoses, comparison),
-        _comparison(metrics, comparison),
-        _charts(metrics, diagnoses, retrieved),
-        _fixes(metrics),
-        _claims_section(metrics, diagnoses, answers, corpus, spans, questions, retrieved, answer_spans),
+        middle,
         (f'<section id="manifest"><h2>Manifest</h2><details><summary>everything that produced these results'
          f"</summary><pre>{manifest}</pre></details></section>"),
     ])

@@ -11,16 +11,22 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 from prefect import task
 from prefect.cache_policies import NO_CACHE
+from ragspan.tasks.config import Settings
 from ragspan.tasks.core import schemas
 from ragspan.tasks.core.byte_offsets import utf8_spans
+from ragspan.tasks.core.shards import ShardResult
 from ragspan.tasks.core.taxonomy import FAILURE_LABELS, LABELS, STAGES
+from ragspan.tasks.io.load import Workspace
 from ragspan.tasks.io.manifest import manifest_for
 from ragspan.tasks.io.outputs import write_atomic_dir
+from ragspan.tasks.judges.base import JudgeSpec, JudgeStats
 from ragspan.tasks.judges.openai_options import estimated_cost
 from ragspan.tasks.reporting import charts
 from ragspan.tasks.reporting.answer_chars import answer_char_metrics
@@ -28,9 +34,10 @@ from ragspan.tasks.reporting.chunker import chunk_split_metrics, chunker_line
 from ragspan.tasks.reporting.findings import concentration, concentration_text, fix_order
 from ragspan.tasks.reporting.formatting import cascade_note
 from ragspan.tasks.reporting.groups import claim_groups, group_order
-from ragspan.tasks.reporting.html import render_report
+from ragspan.tasks.reporting.html import assemble_page, render_report, report_middle
 from ragspan.tasks.reporting.rebuild import previous_results, rebuild_changes, rebuild_lines
 from ragspan.tasks.reporting.results_files import results_writers
+from ragspan.tasks.reporting.snapshot import Snapshot, keep_snapshot
 from ragspan.tasks.reporting.stats import bootstrap_spec, rate_intervals
 
 
@@ -108,6 +115,10 @@ def render_html(metrics: dict, diagnoses: pd.DataFrame, answers: pd.DataFrame, c
 
 # Chart images written next to report.html, for README files and PR comments.
 CHART_FILES = ("taxonomy", "ranks", "by_metadata")
+# The table files, in the order they are written.
+TABLE_FILES = ("claims.parquet", "spans.parquet", "diagnoses.parquet", "answer_spans.parquet")
+# What an unchanged re-run copies from a kept snapshot: the tables and the chart images.
+KEPT_FILES = TABLE_FILES + tuple(f"{name}.{kind}" for name in CHART_FILES for kind in ("svg", "png"))
 
 
 def chart_images(metrics: dict, diagnoses: pd.DataFrame, retrieved: pd.DataFrame | None) -> dict[str, bytes]:
@@ -234,6 +245,19 @@ def write_results(out_dir: Path, run: str, claims: pd.DataFrame, spans: pd.DataF
     `answer_spans` (schemas.AnswerSpans) the answer characters without support;
     `rebuild` what an index rebuild changed (tasks/reporting/rebuild.py)."""
 
+    metrics, middle, tables = results_pieces(run, claims, spans, diagnoses, answers, retrieved, corpus, questions,
+                                             judge_stats, manifest, comparison, answer_spans, rebuild)
+    write_with_pieces(out_dir, metrics, middle, comparison, tables, diagnoses)
+    return metrics
+
+
+def results_pieces(run: str, claims: pd.DataFrame, spans: pd.DataFrame, diagnoses: pd.DataFrame,
+                   answers: pd.DataFrame, retrieved: pd.DataFrame, corpus: pd.DataFrame, questions: pd.DataFrame,
+                   judge_stats: dict, manifest: dict, comparison: dict | None = None,
+                   answer_spans: pd.DataFrame | None = None, rebuild: dict | None = None
+                   ) -> tuple[dict, str, dict[str, Callable[[Path], object]]]:
+    """What write_results writes, computed: the results view, the page's middle
+    (html.report_middle) and a writer for each table file and chart image (KEPT_FILES)."""
     if answer_spans is None:
         answer_spans = schemas.table([], schemas.AnswerSpans)
     bad = (broken_spans(spans, corpus) + broken_spans(diagnoses.dropna(subset=["char_start"]), corpus)
@@ -249,43 +273,85 @@ def write_results(out_dir: Path, run: str, claims: pd.DataFrame, spans: pd.DataF
     if rebuild is not None:
         metrics["rebuild"] = rebuild
     images = chart_images(metrics, diagnoses, retrieved)
-    page = render_html(metrics, diagnoses, answers, corpus, spans=spans, questions=questions,
-                       retrieved=retrieved, comparison=comparison, answer_spans=answer_spans)
-    summary = summary_markdown(metrics, comparison, tuple(n for n in images if n.endswith(".png")))
+    middle = report_middle(metrics, diagnoses, answers, corpus, spans=spans, questions=questions,
+                           retrieved=retrieved, comparison=comparison, answer_spans=answer_spans)
     texts = dict(zip(corpus["doc_id"].tolist(), corpus["text"].tolist()))
-    write_atomic_dir(out_dir, {
+    tables = {
         "claims.parquet": lambda p: claims.to_parquet(p, index=False),
         "spans.parquet": lambda p: with_byte_offsets(spans, texts).to_parquet(p, index=False),
         "diagnoses.parquet": lambda p: with_byte_offsets(diagnoses, texts).to_parquet(p, index=False),
         "answer_spans.parquet": lambda p: answer_spans_file(answer_spans, answers, texts).to_parquet(p, index=False),
+        **{name: (lambda p, data=data: p.write_bytes(data)) for name, data in images.items()},
+    }
+    return metrics, middle, tables
+
+
+def write_with_pieces(out_dir: Path, metrics: dict, middle: str, comparison: dict | None,
+                      tables: dict[str, Callable[[Path], object]], diagnoses: pd.DataFrame | None = None) -> None:
+    """Write results/<run>/ atomically from its pieces: the results view, the page's middle
+    (html.report_middle), and a writer for each table file and chart image."""
+    images = tuple(n for n in tables if n.endswith(".png"))
+    page = assemble_page(metrics, middle, comparison, diagnoses)
+    summary = summary_markdown(metrics, comparison, images)
+    write_atomic_dir(out_dir, {
+        **{name: tables[name] for name in TABLE_FILES},
         **results_writers(metrics),
-        "taxonomy.csv": lambda p: taxonomy_rows(run, metrics).to_csv(p, index=False),
+        "taxonomy.csv": lambda p: taxonomy_rows(metrics["run"], metrics).to_csv(p, index=False),
         "report.html": lambda p: p.write_text(page, encoding="utf-8"),
         "summary.md": lambda p: p.write_text(summary, encoding="utf-8"),
-        **{name: (lambda p, data=data: p.write_bytes(data)) for name, data in images.items()},
+        **{name: tables[name] for name in tables if name not in TABLE_FILES},
     })
-    return metrics
+
+
+def judge_view(stats: JudgeStats, states: dict, answers_reused: int, settings: Settings, spec: JudgeSpec) -> dict:
+    """metrics["judge"]: the run's judge statistics, task states and answers reused."""
+    return {**stats.model_dump(), "estimated_cost": estimated_cost(stats, settings.judge),
+            "judge": spec.kind, "model": spec.model, "prompt_version": spec.prompt_version,
+            "task_states": states, "answers_reused": answers_reused}
+
+
+def _manifest(ws: Workspace, settings: Settings, spec: JudgeSpec, out_dir: Path) -> dict:
+    return manifest_for(ws.run, ws.data_dir, ws.input_files, settings, spec,
+                        question_ids=ws.questions["question_id"].tolist(), out_dir=Path(out_dir))
 
 
 # Not cached: its outputs are DVC outs, which DVC deletes before a stage runs.
 @task(name="report", cache_policy=NO_CACHE)
-def report(out_dir: Path, ws, settings, spec, run, compare_to: str | None = None, answers_reused: int = 0,
+def report(out_dir: Path, ws: Workspace, settings: Settings, spec: JudgeSpec, run: ShardResult,
+           compare_to: str | None = None, answers_reused: int = 0, keep_as: Callable[[], str] | None = None,
            previous: str | None = None) -> dict:
     """Write results/<run>/ (see write_results) from the run's tables (a
     tasks.shards.ShardResult: stored answers + shards, in answer order).
     `compare_to`: a `ragspan compare --format json` file whose deltas the report shows;
     `answers_reused`: answers served from the answer store (tasks/io/answer_store.py);
+    `keep_as`: gives the key under which to keep the results' pieces for an unchanged
+    re-run (tasks/reporting/snapshot.py), when the run left no answer to retry;
     `previous`: the results this run follows (default: those in `out_dir`, which it replaces)
     — what an index rebuild changed is told against them."""
-
-    claims, spans, diagnoses, judge_stats, states = run.claims, run.spans, run.diagnoses, run.stats, run.states
-    manifest = manifest_for(ws.run, ws.data_dir, ws.input_files, settings, spec,
-                            question_ids=ws.questions["question_id"].tolist(), out_dir=Path(out_dir))
-    stats = {**judge_stats.model_dump(), "estimated_cost": estimated_cost(judge_stats, settings.judge),
-             "judge": spec.kind, "model": spec.model, "prompt_version": spec.prompt_version,
-             "task_states": states, "answers_reused": answers_reused}
     comparison = json.loads(Path(compare_to).read_text(encoding="utf-8")) if compare_to else None
-    rebuild = rebuild_changes(previous_results(Path(previous or out_dir)), manifest, diagnoses)
-    return write_results(out_dir, ws.run, claims, spans, diagnoses, ws.answers, ws.retrieved,
-                         ws.corpus, ws.questions, stats, manifest, comparison=comparison,
-                         answer_spans=run.answer_spans_table(), rebuild=rebuild)
+    stats = judge_view(run.stats, run.states, answers_reused, settings, spec)
+    manifest = _manifest(ws, settings, spec, out_dir)
+    rebuild = rebuild_changes(previous_results(Path(previous or out_dir)), manifest, run.diagnoses)
+    metrics, middle, tables = results_pieces(
+        ws.run, run.claims, run.spans, run.diagnoses, ws.answers, ws.retrieved, ws.corpus, ws.questions, stats,
+        manifest, comparison=comparison, answer_spans=run.answer_spans_table(), rebuild=rebuild)
+    write_with_pieces(Path(out_dir), metrics, middle, comparison, tables, run.diagnoses)
+    if keep_as is not None and not run.retry:
+        keep_snapshot(keep_as(), Path(out_dir), KEPT_FILES, metrics, middle)
+    return metrics
+
+
+@task(name="report-unchanged", cache_policy=NO_CACHE)
+def report_unchanged(out_dir: Path, ws: Workspace, settings: Settings, spec: JudgeSpec, kept: Snapshot,
+                     compare_to: str | None = None) -> dict:
+    """Write results/<run>/ from the pieces an unchanged earlier run kept: its table files,
+    images, results view and page middle, with this run's facts (every answer reused, no
+    judge call; its manifest). Nothing changed since that run, so no index rebuild either:
+    the `rebuild` that run told (what its corpus change moved) is not this run's."""
+    comparison = json.loads(Path(compare_to).read_text(encoding="utf-8")) if compare_to else None
+    metrics = {k: v for k, v in kept.metrics.items() if k != "rebuild"}  # the same keys in the same order
+    metrics["judge"] = judge_view(JudgeStats(), {}, len(ws.answers), settings, spec)
+    metrics["manifest"] = _manifest(ws, settings, spec, out_dir)
+    tables = {name: (lambda p, src=kept.directory / name: shutil.copyfile(src, p)) for name in KEPT_FILES}
+    write_with_pieces(Path(out_dir), metrics, kept.middle, comparison, tables)
+    return metrics

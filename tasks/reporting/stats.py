@@ -13,7 +13,7 @@ resample holds a judged claim (an empty run).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -24,21 +24,37 @@ SEED = 0
 LEVEL = 0.95
 
 
-def question_weights(n_questions: int, resamples: int = RESAMPLES, seed: int = SEED) -> np.ndarray:
-    """(resamples × questions) multiplicities; each row one resample with replacement."""
+def _weight_blocks(n_questions: int, resamples: int, seed: int) -> Iterator[np.ndarray]:
+    """The rows of `question_weights`, drawn a block at a time (same draws, same order)."""
     rng = np.random.default_rng(seed)
-    if n_questions == 0:
-        return np.zeros((resamples, 0))
     # Draw the indices and count them (= multinomial with equal p, but O(n) per resample
-    # instead of one binomial per category: 1.2 s → ~0.2 s at 10k questions).
-    out = np.empty((resamples, n_questions))
-    block = max(1, 2_000_000 // n_questions)  # bounded memory for the index draws
+    # instead of one binomial per category: 1.2 s → ~0.2 s at 10k questions). A block
+    # holds ~2M draws, so memory stays bounded whatever the number of questions.
+    block = max(1, 2_000_000 // max(n_questions, 1))
     for lo in range(0, resamples, block):
         rows = min(block, resamples - lo)
         idx = rng.integers(0, n_questions, size=(rows, n_questions))
         idx += (np.arange(rows) * n_questions)[:, None]
-        out[lo:lo + rows] = np.bincount(idx.ravel(), minlength=rows * n_questions).reshape(rows, n_questions)
-    return out
+        yield np.bincount(idx.ravel(), minlength=rows * n_questions).reshape(rows, n_questions).astype(float)
+
+
+def question_weights(n_questions: int, resamples: int = RESAMPLES, seed: int = SEED) -> np.ndarray:
+    """(resamples × questions) multiplicities; each row one resample with replacement.
+    Holds resamples × questions floats (16 KB per question at 2000 resamples): to
+    aggregate, use `resampled_sums`, which never holds the whole matrix."""
+    if n_questions == 0:
+        return np.zeros((resamples, 0))
+    return np.concatenate(list(_weight_blocks(n_questions, resamples, seed)))
+
+
+def resampled_sums(values: np.ndarray, resamples: int = RESAMPLES, seed: int = SEED) -> np.ndarray:
+    """`question_weights(len(values)) @ values` — (resamples × columns) — one block of
+    resamples at a time. Counts and multiplicities are integers, so every sum is exact
+    in float64 and the result equals the whole-matrix product bit for bit."""
+    values = np.asarray(values, dtype=float)
+    if len(values) == 0:
+        return np.zeros((resamples, values.shape[1] if values.ndim == 2 else 0))
+    return np.concatenate([w @ values for w in _weight_blocks(len(values), resamples, seed)])
 
 
 def counts_by_question(diagnoses: pd.DataFrame, labels: Sequence[str] = JUDGED_LABELS) -> np.ndarray:
@@ -67,8 +83,7 @@ def rate_intervals(diagnoses: pd.DataFrame, resamples: int = RESAMPLES, seed: in
                    level: float = LEVEL) -> dict[str, dict[str, float | None]]:
     """Per judged label, the bootstrap percentile interval of its rate over judged claims."""
     counts = counts_by_question(diagnoses)
-    weights = question_weights(len(counts), resamples, seed)
-    totals = weights @ counts  # (resamples × labels)
+    totals = resampled_sums(counts, resamples, seed)  # (resamples × labels)
     judged = totals.sum(axis=1, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):
         rates = np.where(judged > 0, totals / np.where(judged > 0, judged, 1), np.nan)

@@ -16,6 +16,7 @@ from prefect.cache_policies import NO_CACHE
 from ragspan.tasks.config import Settings, loader_version, state_dir
 from ragspan.tasks.errors import InputError
 from ragspan.tasks.io import heal
+from ragspan.tasks.io.digests import file_md5s
 from ragspan.tasks.io.load.chunks import _load_chunks
 from ragspan.tasks.io.load.corpus import load_corpus
 from ragspan.tasks.io.load.files import TABLE_SUFFIXES
@@ -53,10 +54,9 @@ INPUT_CACHE_KEEP = 3
 
 
 def _content_digest(h: Any, data_dir: Path, paths: list[Path]) -> str:
-    for path in paths:
+    for path, md5 in zip(paths, file_md5s(paths)):  # files that did not move are not re-read
         h.update(path.relative_to(data_dir).as_posix().encode() + b"\x00")
-        with open(path, "rb") as f:
-            h.update(hashlib.file_digest(f, "md5").digest())
+        h.update(bytes.fromhex(md5))
     return h.hexdigest()[:32]
 
 

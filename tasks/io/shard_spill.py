@@ -1,0 +1,91 @@
+"""Shard results on disk: a finished shard's tables leave the flow's memory at once.
+
+A run of N answers used to hold every shard's ShardResult (claims, evidence spans,
+diagnoses, answer spans: ~7 KB per answer) in its futures until the last shard finished,
+then a merged copy beside them. Now the flow hands each result here as it arrives
+(flows/shard_window.py keeps a bounded number of shards in flight) and keeps only a
+`SpilledShard` — where the tables are, plus the shard's judge stats, task states and
+answers to retry (a few hundred bytes). The answer store's `merged` reads the tables back
+one table at a time, so the run's memory holds one copy of its outputs, not two or three.
+
+Files: `<state>/spill/<pid>-<ns>/shard-NNNNN/<table>.pickle` — pickle, because it gives back the
+exact frames (dtypes, NA kinds): the outputs assembled from disk are byte-identical to
+those assembled in memory. Each shard's directory is written aside and renamed (whole or absent); the
+directory is removed once merged, and one a killed run left behind (its process gone) is
+removed by the next run that spills.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import shutil
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+from ragspan.tasks.core.shards import ShardResult
+from ragspan.tasks.io.outputs import room_for
+from ragspan.tasks.judges.base import JudgeStats
+
+TABLES = ("claims", "spans", "diagnoses", "answer_spans")
+
+
+@dataclass(frozen=True)
+class SpilledShard:
+    """A shard's result whose tables are on disk; everything else stays here."""
+
+    path: str
+    stats: JudgeStats
+    states: dict[str, dict[str, int]]
+    retry: frozenset[str] = field(default_factory=frozenset)
+
+    def table(self, name: str) -> pd.DataFrame:
+        """One of TABLES, read back (only that one: the others stay on disk)."""
+        with open(Path(self.path) / f"{name}.pickle", "rb") as f:
+            return pickle.load(f)
+
+
+@contextmanager
+def spilling(root: Path) -> Iterator[Path]:
+    """A fresh directory for this run's shards, removed when the block ends (merged, or
+    failed); directories a killed run left (its process gone) are removed first."""
+    root.mkdir(parents=True, exist_ok=True)
+    for old in root.iterdir():
+        pid = old.name.split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(old, ignore_errors=True)
+    mine = root / f"{os.getpid()}-{time.time_ns()}"
+    mine.mkdir()
+    try:
+        yield mine
+    finally:
+        shutil.rmtree(mine, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
+def spill(result: ShardResult, directory: Path, index: int) -> SpilledShard:
+    """Write the shard's tables to `directory` (aside, then renamed) and return the handle."""
+    tables = {"claims": result.claims, "spans": result.spans, "diagnoses": result.diagnoses,
+              "answer_spans": result.answer_spans_table()}
+    path = directory / f"shard-{index:05d}"
+    tmp = directory / f".{path.name}.tmp"
+    with room_for(path, directory, "shard results"):
+        tmp.mkdir()
+        for name, table in tables.items():
+            with open(tmp / f"{name}.pickle", "wb") as f:
+                pickle.dump(table, f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, path)
+    return SpilledShard(str(path), result.stats, result.states, result.retry)

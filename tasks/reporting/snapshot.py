@@ -1,0 +1,137 @@
+"""Unchanged re-runs: the results of a run whose every input is as before, taken whole.
+
+A re-run on unchanged inputs used to hash every answer, read every stored answer back,
+merge the tables and compute the report again (~12 s at 100k chunks × 10k answers) to
+write the same files. What a run's results are follows from: the input files (their
+md5s: `Workspace.input_files`), the run name, the settings, the answer-store context
+(judge, code, thresholds, corpus index: `answer_store.context_key`), the answer store's
+segments, the `--compare-to` file and the reporting code. A run that leaves nothing to
+retry keeps its results' pieces under a key of all of these (its store segments as they
+are *after* it stored its answers): the table files and chart images as written, the
+results view and the page's middle (html.report_middle). A later run with the same key
+has every answer in the store, so it would assemble exactly those tables; it writes the
+kept pieces instead, with its own facts — judge statistics (no call: every answer
+reused), the manifest — put in the results view, the headline and the manifest section.
+
+Kept under `<state>/reports/<key>/` (written aside, then renamed), the SNAPSHOTS_KEEP
+most recently used. A snapshot that cannot be read is a miss: the run computes its
+report as before. `pipeline.reuse_answers: false` turns this off with the answer store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pickle
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ragspan.tasks.config import TASKS_DIR, Settings, code_version, source_hash, state_dir
+from ragspan.tasks.io import heal
+
+if TYPE_CHECKING:
+    from ragspan.tasks.io.load import Workspace
+
+SNAPSHOT_FORMAT = "snapshot-1"
+SNAPSHOTS_KEEP = 3
+PIECES = "pieces.pickle"  # the results view and the page's middle
+# What decides the report apart from its tables: the code that computes and writes it.
+REPORTING_CODE = ("reporting", "io/manifest.py", "io/outputs.py", "io/digests.py")
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The kept pieces of an unchanged run's results."""
+
+    directory: Path
+    metrics: dict  # the results view as written (its judge and manifest are replaced)
+    middle: str  # html.report_middle
+
+
+def snapshot_key(input_files: dict[str, str], run: str | None, settings: Settings, context: str,
+                 store: Path, comparison: str | None) -> str:
+    """Everything a run's results follow from (see the module docstring). `store`: the
+    answer store's directory for `context`, whose segment names are read now."""
+    segments = [_stamped(seg) for seg in sorted(store.glob("seg-*"))] if store.is_dir() else []
+    blob = json.dumps([SNAPSHOT_FORMAT, source_hash(REPORTING_CODE, TASKS_DIR), code_version(),
+                       sorted(input_files.items()), run, settings.model_dump(mode="json"), context, segments,
+                       comparison], sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def _stamped(segment: Path) -> list:
+    """A segment as the key sees it: its name, and each file's name, size and mtime — a
+    segment written over in place is a new key, so the run reads (and checks) the store."""
+    files = sorted(f for f in segment.iterdir() if f.is_file())
+    return [segment.name, [[f.name, (st := f.stat()).st_size, st.st_mtime_ns] for f in files]]
+
+
+def _root() -> Path:
+    return state_dir() / "reports"
+
+
+def find_snapshot(key: str) -> Snapshot | None:
+    """The snapshot kept under `key`, or None (none, or unreadable: moved aside)."""
+    directory = _root() / key
+    if not directory.is_dir():
+        return None
+    problem = heal.check_sealed(directory)
+    if problem is None:
+        try:
+            with open(directory / PIECES, "rb") as f:
+                metrics, middle = pickle.load(f)
+            os.utime(directory)  # recently used: kept by the pruning in keep_snapshot
+            return Snapshot(directory, metrics, middle)
+        except (OSError, ValueError, pickle.UnpicklingError, EOFError) as exc:
+            problem = f"{type(exc).__name__}: {str(exc)[:120]}"
+    heal.heal(directory, "report snapshot", problem, "the report is computed again")
+    return None
+
+
+def keep_snapshot(key: str, out_dir: Path, files: tuple[str, ...], metrics: dict, middle: str) -> None:
+    """Keep `files` of the results just written to `out_dir`, the results view and the
+    page's middle under `key`. A failure (no room, read-only state) costs only a miss."""
+    root = _root()
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        heal.remove_leftovers(root, ".snap-*")  # snapshots a kill interrupted
+        tmp = Path(tempfile.mkdtemp(prefix=".snap-", dir=root))
+        try:
+            for name in files:
+                shutil.copyfile(out_dir / name, tmp / name)
+            with open(tmp / PIECES, "wb") as f:
+                pickle.dump((metrics, middle), f, protocol=pickle.HIGHEST_PROTOCOL)
+            heal.seal(tmp)
+            shutil.rmtree(root / key, ignore_errors=True)
+            os.replace(tmp, root / key)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        kept = sorted((p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")),
+                      key=lambda p: p.stat().st_mtime, reverse=True)
+        for stale in kept[SNAPSHOTS_KEEP:]:
+            shutil.rmtree(stale, ignore_errors=True)
+    except OSError:
+        return
+
+
+def unchanged_key(ws: Workspace, settings: Settings, context: str, answers_root: Path,
+                  compare_to: str | None) -> Callable[[], str] | None:
+    """The snapshot key of this run, computed when called (the store's segments as they
+    are then); None when the answer store is off (nothing says every answer is known)."""
+    if not settings.pipeline.reuse_answers:
+        return None
+    comparison = Path(compare_to).read_text(encoding="utf-8") if compare_to else None
+    return lambda: snapshot_key(ws.input_files, ws.run, settings, context, answers_root / context, comparison)
+
+
+def find_unchanged(ws: Workspace, settings: Settings, context: str, answers_root: Path,
+                   compare_to: str | None) -> Snapshot | None:
+    """The results an earlier run kept for exactly these inputs, settings and stored
+    answers, or None."""
+    key = unchanged_key(ws, settings, context, answers_root, compare_to)
+    return None if key is None else find_snapshot(key())
