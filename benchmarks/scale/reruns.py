@@ -1,6 +1,6 @@
 """What a run costs when nothing changed, and what a cold run's memory is.
 
-    .venv/bin/python benchmarks/scale/reruns.py WS STATE [--reruns 3] [--no-cold] [--ragspan PATH]
+    .venv/bin/python -m benchmarks.scale.reruns WS STATE [--reruns 3] [--no-cold] [--ragspan PATH]
 
 WS: a workspace made by generate.py (its run `scale`); STATE: a state dir (fresh for a cold
 run; must not exist unless --no-cold). Runs the real CLI as scale/run.py does
@@ -24,8 +24,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import run as scale  # run_measured, _env: the scale benchmark's own measurement
+from benchmarks.scale import (
+    run as scale,  # run_measured, _env: the scale benchmark's own measurement
+)
 
 
 def measured_run(ragspan: str, ws: Path, home: Path, name: str) -> dict:
