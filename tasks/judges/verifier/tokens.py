@@ -96,13 +96,18 @@ def clause_breaks(text: str, ws: Sequence[Word | Token]) -> list[bool]:
 
 def fold(text: str) -> str:
     """Accents dropped: 'Zürich' and 'Zurich' are one name."""
+    if text.isascii():
+        return text  # (no ASCII character decomposes or combines)
     return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+
+
+_NOT_LETTERS = re.compile(r"[\W_]+")  # (`[^\W_]` is exactly str.isalnum)
 
 
 def letters(text: str) -> str:
     """The letters and digits of `text`, accents folded, casefolded: "South East" and
     "Southeast" have the same."""
-    return "".join(c for c in fold(text).casefold() if c.isalnum())
+    return _NOT_LETTERS.sub("", fold(text).casefold())
 
 
 # A negation applies to the content words that follow it within this many tokens; the
