@@ -48,7 +48,7 @@ def window_clashes(claim: Claim, p: Passage, passage: str, i: int, j: int) -> tu
     wtext = passage[base:p.ends[j - 1]]
     wtoks = cache(partial(tokens, wtext))  # the window's tokens, made on first use: most windows need none
     return (*number_clashes(claim, p, i, j), *unit_clashes(claim, wtext, wtoks, base),
-            *name_clashes(claim, p, i, j, wtext, wtoks, passage), *negation_clashes(claim, p, i, j, wtext, wtoks))
+            *name_clashes(claim, p, i, j, wtext, passage), *negation_clashes(claim, p, i, j, wtext, wtoks))
 
 
 def _found_unlocated(kind: str, located: list[Clash]) -> list[Clash]:
@@ -151,27 +151,27 @@ def names_found(claim: Claim, present: frozenset[str], text: str) -> float:
     return sum(found) / len(found)
 
 
-def name_clashes(claim: Claim, p: Passage, i: int, j: int, wtext: str, window_tokens: WindowTokens,
-                 passage: str) -> list[Clash]:
+def name_clashes(claim: Claim, p: Passage, i: int, j: int, wtext: str, passage: str) -> list[Clash]:
     """A name the claim adds is in no spelling in the window, which names someone or
     something else the claim does not (evidence: that name, next to the claim word's
     neighbours); for a claim of several clauses (whose names may sit in other sentences)
     the name must be missing from the whole passage. Else a slot clash (`slot_clashes`)."""
     if not claim.name_spellings and not claim.name_slots:
         return []  # no name of its own to miss, no slot to fill: nothing to find
-    wtoks = window_tokens()
-    wnorms = [t.info.norm for t in wtoks]
-    named = [k > 0 or t.raw.isupper() for k, t in enumerate(wtoks)]
-    others = [k for k, t in enumerate(wtoks)
-              if t.info.is_entity and not t.info.is_number and named[k] and t.info.norm not in claim.content]
-    slots = [(t.info.is_entity and named[k]) or t.info.is_number for k, t in enumerate(wtoks)]
+    # The window's words are the passage's tokens [i, j) (a window starts and ends on a
+    # word: tokenising its text gives the same words); a capitalised word is a name unless
+    # it opens the window (an all-capitals one is a name there too).
+    wnorms, numbers = p.norms[i:j], p.numbers[i:j]
+    named = [k > 0 or passage[p.starts[i]:p.ends[i]].isupper() for k in range(j - i)]
+    entities = [e and named[k] for k, e in enumerate(p.entities[i:j])]
+    others = [k for k, e in enumerate(entities) if e and not numbers[k] and wnorms[k] not in claim.content]
+    slots = [e or n for e, n in zip(entities, numbers, strict=True)]
     if names_found(claim, frozenset(p.norms[i:j]), wtext) >= 1.0 or (
             len(claim.clauses) > 1 and names_found(claim, p.all_norms, passage) >= 1.0):
         if next(slot_clashes(claim, wnorms, slots), None) is None:
             return []
     elif not others:
         return []
-    base = p.starts[i]
     located = []
     if others:
         wset, squeezed = frozenset(wnorms), letters(wtext)
@@ -181,10 +181,10 @@ def name_clashes(claim: Claim, p: Passage, i: int, j: int, wtext: str, window_to
             for k, t in enumerate(claim.written):
                 if t.info.norm in spellings:
                     x = _nearest(others, wnorms, _neighbours(claim.written, k))
-                    located.append(Clash(NAME, (t.start, t.end), (wtoks[x].start + base, wtoks[x].end + base)))
+                    located.append(Clash(NAME, (t.start, t.end), (p.starts[i + x], p.ends[i + x])))
     if not located:
         for name, x in slot_clashes(claim, wnorms, slots):
-            located += [Clash(NAME, (t.start, t.end), (wtoks[x].start + base, wtoks[x].end + base))
+            located += [Clash(NAME, (t.start, t.end), (p.starts[i + x], p.ends[i + x]))
                         for t in claim.written if t.info.norm == name]
     return _found_unlocated(NAME, located)
 
@@ -192,7 +192,7 @@ def name_clashes(claim: Claim, p: Passage, i: int, j: int, wtext: str, window_to
 _SLOT_REACH = 3  # "President Obama" is stated by "President Barack Obama"
 
 
-def slot_clashes(claim: Claim, norms: list[str], names: list[bool]) -> Iterator[tuple[str, int]]:
+def slot_clashes(claim: Claim, norms: Sequence[str], names: list[bool]) -> Iterator[tuple[str, int]]:
     """Every name is there, but in another place: where the claim has "Columbia
     Maryland", the window has "Columbia University" (and Maryland elsewhere); where it has
     "Nov. 21, 2015", the window "Nov. 21, 2014". A content word next to a name or number

@@ -252,6 +252,7 @@ class Passage:
     content: tuple[bool, ...]  # token is a content word
     negs: tuple[bool, ...]
     numbers: tuple[bool, ...]
+    entities: tuple[bool, ...]  # WordInfo.is_entity
     sents: tuple[tuple[int, int], ...]  # token ranges per sentence
     sent_sets: tuple[frozenset[str], ...]
     all_norms: frozenset[str]
@@ -264,7 +265,8 @@ def passage_norms(passage: str) -> frozenset[str]:
     return norm_set(passage)
 
 
-_norm_of, _is_stop, _is_negation, _is_number = (attrgetter(f) for f in ("norm", "is_stop", "is_negation", "is_number"))
+_norm_of, _is_stop, _is_negation, _is_number, _is_entity = (
+    attrgetter(f) for f in ("norm", "is_stop", "is_negation", "is_number", "is_entity"))
 
 
 @lru_cache(maxsize=4096)  # a claim's passages are reused by its answer's other claims, not later
@@ -284,7 +286,7 @@ def passage_profile(passage: str) -> Passage:
     return Passage(
         starts=tuple(starts), ends=tuple(ends), norms=norms,
         content=tuple(not x for x in map(_is_stop, infos)), negs=tuple(map(_is_negation, infos)),
-        numbers=tuple(map(_is_number, infos)), sents=tuple(bounds),
+        numbers=tuple(map(_is_number, infos)), entities=tuple(map(_is_entity, infos)), sents=tuple(bounds),
         sent_sets=tuple(frozenset(norms[i:j]) for i, j in bounds),
         all_norms=frozenset(norms),
     )
