@@ -38,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 from ragspan.tasks.core.text import WORD_PATTERN
+from ragspan.tasks.judges.verifier.conflicts import NAME, NEGATION, NUMBER, UNIT
 from ragspan.tasks.judges.verifier.features import (
     CORE_FEATURES,
     FEATURES,
@@ -63,10 +64,10 @@ _AT = {name: i for i, name in enumerate(FEATURES)}
 # Each conflict, in the words a reason uses: the window is about the claim and states it
 # with this one thing changed.
 CONFLICTS = {
-    "num_new_conflict": "the quoted sentences give another number",
-    "unit_conflict": "the quoted sentences give the number with another unit",
-    "ent_conflict": "the quoted sentences name someone or something else",
-    "neg_conflict": "negation differs",
+    NUMBER: "the quoted sentences give another number",
+    UNIT: "the quoted sentences give the number with another unit",
+    NAME: "the quoted sentences name someone or something else",
+    NEGATION: "negation differs",
 }
 
 
@@ -244,7 +245,7 @@ def _reason(d: Decision, f: list[float], missing: tuple[list[str], list[str]] = 
         return "; ".join(parts)
     names, numbers = missing
     parts += [CONFLICTS[k] for k in d.conflicts]
-    if numbers and "num_new_conflict" not in d.conflicts:
+    if numbers and NUMBER not in d.conflicts:
         parts.append(f"{_plural('number', numbers)} of the claim not in the quoted sentences: {_quoted(numbers)}")
     if names:
         parts.append(f"{_plural('name', names)} of the claim not in the passage: {_quoted(names)}")
