@@ -80,8 +80,8 @@ def test_marks_are_exact_sorted_disjoint_and_trimmed_on_any_text(claim_atoms, da
         return
     r = pair_features(profile, passage)
     # every conflict path at once: marks hold even where a conflict finds nothing to mark
-    assert_valid(claim, claim_marks(profile, passage, r, tuple(CONFLICTS)), passage)
-    assert_valid(claim, claim_marks(profile, passage, r, ()), passage)
+    assert_valid(claim, claim_marks(profile, r, tuple(CONFLICTS)), passage)
+    assert_valid(claim, claim_marks(profile, r, ()), passage)
     (v,) = LocalJudge(JudgeSpec()).judge(claim, [passage], question, whole)
     if isinstance(v, Verdict):
         assert_valid(claim, [(m.start, m.end, m.kind, m.evidence_start, m.evidence_end) for m in v.marks], passage)
@@ -118,7 +118,7 @@ def test_a_changed_percentage_marks_the_figure_with_its_sign():
     passage = "Prices rose by 5 points in Europe last year."
     claim = "Prices rose by 5% in Europe last year."
     profile = claim_profile(claim)
-    marks = claim_marks(profile, passage, pair_features(profile, passage), ("unit_conflict",))
+    marks = claim_marks(profile, pair_features(profile, passage), ("unit_conflict",))
     assert [(claim[s:e], k, passage[es:ee]) for s, e, k, es, ee in marks] == [("5%", "contradicted", "points")]
 
 

@@ -62,7 +62,7 @@ def cases(split: str, verifier: Verifier) -> list[Case]:
         d = decide(float(verifier.model.matrix(X0)[0, 0]), res.features, verifier.rules)
         p = passage_profile(passage)
         i, j = res.window
-        _at, X = word_features(prof, p, res, frozenset(p.norms[i:j]) | res.fit)
+        _at, X = word_features(prof, res, frozenset(p.norms[i:j]) | res.fit)
         bad = [(s, e) for (s, e), b in gold if b]
         y = [int(any(s < be and bs < e for bs, be in bad)) for s, e, _, _ in prof.written]
         out.append(Case(claim, passage, gold, prof, res, d.conflicts, X, y))
@@ -79,8 +79,8 @@ def fit(train: list[Case], C: float) -> WordModel:
 
 
 def f1(cs: list[Case], model: WordModel) -> float:
-    return run.score((c.gold, [(s, e) for s, e, *_ in claim_marks(c.profile, c.passage,
-                                                                   c.result, c.conflicts, model)]) for c in cs)["f1"]
+    return run.score((c.gold, [(s, e) for s, e, *_ in claim_marks(c.profile, c.result, c.conflicts, model)])
+                     for c in cs)["f1"]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -212,7 +212,7 @@ def micro(verifier: Verifier, reps: int = 5) -> dict[str, float]:
     t0 = time.process_time()
     for _ in range(reps):
         for claim, prof, passage, res, conflicts in pairs:
-            claim_marks(prof, passage, res, conflicts)
+            claim_marks(prof, res, conflicts)
     marks_us = (time.process_time() - t0) / (reps * len(pairs)) * 1e6
     t0 = time.process_time()
     for _ in range(reps):
@@ -264,7 +264,7 @@ def scale_share(ws: Path, verifier: Verifier, k: int = 3) -> dict[str, float]:
     for _ in range(5):
         t0 = time.process_time()
         for claim, question, whole, prof, passage, res, conflicts in pairs:
-            claim_marks(prof, passage, res, conflicts)
+            claim_marks(prof, res, conflicts)
         marks_cpu = min(marks_cpu, time.process_time() - t0)
     return {"claims": len(items), "segmented_pairs": len(pairs), "rows_cpu_s": round(rows_cpu, 3),
             "marks_cpu_s": round(marks_cpu, 3), "marks_share": round(marks_cpu / rows_cpu, 4)}

@@ -10,8 +10,9 @@ retrieved, as the pipeline's extract step asks (`whole_answer` for a one-claim a
 with its (answer, claim, passage) key as JSON: two dumps of the same workspace, before
 and after a change, must be byte-identical (`cmp`).
 
-Prints the pairs judged and the CPU seconds (process time) of `Verifier.rows` over them,
-in this process with cold caches, the least of --repeats.
+Prints the pairs judged and the CPU seconds (process time) the local judge's rows take
+over them (`local._judge_rows`: what each worker process runs), in this process with cold
+caches, the least of --repeats.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ import json
 import time
 from pathlib import Path
 
-from ragspan.tasks.judges.local import split_claims
-from ragspan.tasks.judges.verifier import Verifier, model_path
+from ragspan.tasks.judges.local import _judge_rows, split_claims
+from ragspan.tasks.judges.verifier import model_path
 
 JudgeItem = tuple[str, list[str], str, bool]
 
@@ -59,10 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     cpu = float("inf")
     rows: list = []
     for _ in range(a.repeats):
-        verifier = Verifier(model_path())  # a fresh verifier; the module caches are cleared below
-        _clear_caches()
+        _clear_caches()  # a cold process: the verifier and every cache of its modules
         t0 = time.process_time()
-        rows = verifier.rows(items)
+        rows = _judge_rows(str(model_path()), items)  # what the local judge runs, in-process or in a worker
         cpu = min(cpu, time.process_time() - t0)
     pairs = sum(len(i[1]) for i in items)
     print(json.dumps({"answers": a.answers, "claims": len(items), "pairs": pairs, "rows_cpu_s": round(cpu, 3)}))
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _clear_caches() -> None:
-    """Every lru_cache of the verifier's modules and of core.text: a cold process."""
+    """Every cache of the verifier's modules and of core.text: a cold process."""
     import functools
     import sys
 
@@ -85,6 +85,8 @@ def _clear_caches() -> None:
         for obj in vars(module).values():
             if isinstance(obj, functools._lru_cache_wrapper):
                 obj.cache_clear()
+            elif isinstance(obj, dict) and type(obj).__name__ in ("_ByMatch", "_ByRawMatch"):
+                obj.clear()  # per-distinct-word lookups
 
 
 if __name__ == "__main__":

@@ -38,7 +38,9 @@ from pathlib import Path
 
 import numpy as np
 from ragspan.tasks.core.text import WORD_PATTERN
+from ragspan.tasks.judges.verifier.conflicts import NAME, NEGATION, NUMBER, UNIT
 from ragspan.tasks.judges.verifier.features import (
+    CORE_FEATURES,
     FEATURES,
     PairResult,
     pair_features,
@@ -62,10 +64,10 @@ _AT = {name: i for i, name in enumerate(FEATURES)}
 # Each conflict, in the words a reason uses: the window is about the claim and states it
 # with this one thing changed.
 CONFLICTS = {
-    "num_new_conflict": "the quoted sentences give another number",
-    "unit_conflict": "the quoted sentences give the number with another unit",
-    "ent_conflict": "the quoted sentences name someone or something else",
-    "neg_conflict": "negation differs",
+    NUMBER: "the quoted sentences give another number",
+    UNIT: "the quoted sentences give the number with another unit",
+    NAME: "the quoted sentences name someone or something else",
+    NEGATION: "negation differs",
 }
 
 
@@ -132,6 +134,8 @@ class Verifier:
         self.threshold = self.model.threshold
         self._columns = [_AT[name] for name in self.model.features]
         self._short = tuple(float(p) for p in self.model.spec["short_circuit"]["probabilities"])
+        # every feature only for a model that reads more than the core (local-4's trees)
+        self._full = not set(self.model.features) <= CORE_FEATURES
         given = self.model.spec.get("rules") or {}
         self.rules = Rules(threshold=self.threshold, **{k: float(v) for k, v in given.items()})
 
@@ -159,7 +163,7 @@ class Verifier:
                 if unsupported_bound(profile, passage) < self.model.bound:
                     mine.append(self._short_row())
                     continue
-                r = pair_features(profile, passage)
+                r = pair_features(profile, passage, self._full)
                 pending.append((len(out), len(mine), r.features, r, passage, profile))
                 mine.append(None)
             out.append(mine)
@@ -196,14 +200,14 @@ class Verifier:
         """One pair's row. `mark_unsupported`: an `unsupported` verdict gets marks too (the
         claim's most probable unsupported pair)."""
         qs, qe = r.quote_start, r.quote_end
-        reason = _reason(d, f, _missing_words(profile, passage, qs, qe))
+        reason = _reason(d, f, _missing_words(profile, r.passage_norms, passage, qs, qe))
         # Marks wherever the passage was segmented (a window exists), the most probable
         # `unsupported` verdict of the claim included: which words a passage about the claim
         # lacks is what a reader of an unsupported verdict asks next (WiCE: 46 % of partly
         # supported claims are judged unsupported against their evidence). Short-circuited
         # pairs have none.
         wanted = qs is not None and (d.verdict != "unsupported" or mark_unsupported)
-        marks = claim_marks(profile, passage, r, d.conflicts) if wanted else ()
+        marks = claim_marks(profile, r, d.conflicts) if wanted else ()
         if d.verdict == "unsupported" or qs is None or qe is None:
             return ("unsupported", round(1 - d.support, 6), round(d.support, 6), None, None, reason, marks)
         confidence = d.support if d.verdict == "supported" else 1 - d.support
@@ -218,11 +222,13 @@ def _empty_row(claim: str) -> Row:
     return ("unsupported", 1.0, 0.0, None, None, "the claim states nothing a passage could support", ())
 
 
-def _missing_words(profile: Claim, passage: str, qs: int | None, qe: int | None) -> tuple[list[str], list[str]]:
-    """(the names the claim adds to its question that are absent from the passage, its
-    numbers absent from the quoted sentences), each as written in the claim — what a
-    reason quotes instead of stems. Words from the question are never missing."""
-    names = [profile.surface.get(e, e) for e in sorted(profile.new_entities - passage_norms(passage))]
+def _missing_words(profile: Claim, present: frozenset[str], passage: str, qs: int | None,
+                   qe: int | None) -> tuple[list[str], list[str]]:
+    """(the names the claim adds to its question that are absent from the passage, whose
+    norms are `present`; its numbers absent from the quoted sentences), each as written in
+    the claim — what a reason quotes instead of stems. Words from the question are never
+    missing."""
+    names = [profile.surface.get(e, e) for e in sorted(profile.new_entities - present)]
     window = passage_norms(passage[qs:qe]) if qs is not None and qe is not None else frozenset()
     numbers = [profile.surface.get(n, n) for n in sorted(profile.new_numbers - window)]
     return names, numbers
@@ -248,7 +254,7 @@ def _reason(d: Decision, f: list[float], missing: tuple[list[str], list[str]] = 
         return "; ".join(parts)
     names, numbers = missing
     parts += [CONFLICTS[k] for k in d.conflicts]
-    if numbers and "num_new_conflict" not in d.conflicts:
+    if numbers and NUMBER not in d.conflicts:
         parts.append(f"{_plural('number', numbers)} of the claim not in the quoted sentences: {_quoted(numbers)}")
     if names:
         parts.append(f"{_plural('name', names)} of the claim not in the passage: {_quoted(names)}")

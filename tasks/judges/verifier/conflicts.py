@@ -11,12 +11,14 @@ Pure functions of the claim's and the passage's profiles.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from functools import cache, partial
 from typing import NamedTuple
 
 from ragspan.tasks.judges.verifier.profiles import Claim, Passage, passage_norms
 from ragspan.tasks.judges.verifier.tokens import (
     NEG_SCOPE,
+    NegationReach,
     Token,
     fold,
     letters,
@@ -36,14 +38,17 @@ class Clash(NamedTuple):
     window: Span | None  # the window's differing word; None with `claim`
 
 
+WindowTokens = Callable[[], list[Token]]
+
+
 def window_clashes(claim: Claim, p: Passage, passage: str, i: int, j: int) -> tuple[Clash, ...]:
     """Every clash between the claim and THE window (token range [i, j) of the passage),
     rule by rule in a fixed order (a word two rules locate keeps the later one's evidence)."""
     base = p.starts[i]
     wtext = passage[base:p.ends[j - 1]]
-    wtoks = tokens(wtext)
+    wtoks = cache(partial(tokens, wtext))  # the window's tokens, made on first use: most windows need none
     return (*number_clashes(claim, p, i, j), *unit_clashes(claim, wtext, wtoks, base),
-            *name_clashes(claim, p, i, j, wtext, wtoks, passage), *negation_clashes(claim, p, i, j, wtext, wtoks))
+            *name_clashes(claim, p, i, j, wtext, passage), *negation_clashes(claim, p, i, j, wtext, wtoks))
 
 
 def _found_unlocated(kind: str, located: list[Clash]) -> list[Clash]:
@@ -115,12 +120,12 @@ def number_clashes(claim: Claim, p: Passage, i: int, j: int) -> list[Clash]:
 
 
 # ------------------------------------------------------------------------------ units
-def unit_clashes(claim: Claim, wtext: str, wtoks: list[Token], base: int) -> list[Clash]:
+def unit_clashes(claim: Claim, wtext: str, wtoks: WindowTokens, base: int) -> list[Clash]:
     """The window gives a number of the claim with another unit and never with the
     claim's. Evidence: the first unit the window gives that number."""
     if not claim.quantities:
         return []
-    win = quantities(wtext, wtoks)
+    win = quantities(wtext, wtoks())
     out = []
     for q in claim.quantities:
         stated = [w for w in win if w.number == q.number]
@@ -146,24 +151,27 @@ def names_found(claim: Claim, present: frozenset[str], text: str) -> float:
     return sum(found) / len(found)
 
 
-def name_clashes(claim: Claim, p: Passage, i: int, j: int, wtext: str, wtoks: list[Token],
-                 passage: str) -> list[Clash]:
+def name_clashes(claim: Claim, p: Passage, i: int, j: int, wtext: str, passage: str) -> list[Clash]:
     """A name the claim adds is in no spelling in the window, which names someone or
     something else the claim does not (evidence: that name, next to the claim word's
     neighbours); for a claim of several clauses (whose names may sit in other sentences)
     the name must be missing from the whole passage. Else a slot clash (`slot_clashes`)."""
-    wnorms = [t.info.norm for t in wtoks]
-    named = [k > 0 or t.raw.isupper() for k, t in enumerate(wtoks)]
-    others = [k for k, t in enumerate(wtoks)
-              if t.info.is_entity and not t.info.is_number and named[k] and t.info.norm not in claim.content]
-    slots = [(t.info.is_entity and named[k]) or t.info.is_number for k, t in enumerate(wtoks)]
+    if not claim.name_spellings and not claim.name_slots:
+        return []  # no name of its own to miss, no slot to fill: nothing to find
+    # The window's words are the passage's tokens [i, j) (a window starts and ends on a
+    # word: tokenising its text gives the same words); a capitalised word is a name unless
+    # it opens the window (an all-capitals one is a name there too).
+    wnorms, numbers = p.norms[i:j], p.numbers[i:j]
+    named = [k > 0 or passage[p.starts[i]:p.ends[i]].isupper() for k in range(j - i)]
+    entities = [e and named[k] for k, e in enumerate(p.entities[i:j])]
+    others = [k for k, e in enumerate(entities) if e and not numbers[k] and wnorms[k] not in claim.content]
+    slots = [e or n for e, n in zip(entities, numbers, strict=True)]
     if names_found(claim, frozenset(p.norms[i:j]), wtext) >= 1.0 or (
             len(claim.clauses) > 1 and names_found(claim, p.all_norms, passage) >= 1.0):
         if next(slot_clashes(claim, wnorms, slots), None) is None:
             return []
     elif not others:
         return []
-    base = p.starts[i]
     located = []
     if others:
         wset, squeezed = frozenset(wnorms), letters(wtext)
@@ -173,10 +181,10 @@ def name_clashes(claim: Claim, p: Passage, i: int, j: int, wtext: str, wtoks: li
             for k, t in enumerate(claim.written):
                 if t.info.norm in spellings:
                     x = _nearest(others, wnorms, _neighbours(claim.written, k))
-                    located.append(Clash(NAME, (t.start, t.end), (wtoks[x].start + base, wtoks[x].end + base)))
+                    located.append(Clash(NAME, (t.start, t.end), (p.starts[i + x], p.ends[i + x])))
     if not located:
         for name, x in slot_clashes(claim, wnorms, slots):
-            located += [Clash(NAME, (t.start, t.end), (wtoks[x].start + base, wtoks[x].end + base))
+            located += [Clash(NAME, (t.start, t.end), (p.starts[i + x], p.ends[i + x]))
                         for t in claim.written if t.info.norm == name]
     return _found_unlocated(NAME, located)
 
@@ -184,7 +192,7 @@ def name_clashes(claim: Claim, p: Passage, i: int, j: int, wtext: str, wtoks: li
 _SLOT_REACH = 3  # "President Obama" is stated by "President Barack Obama"
 
 
-def slot_clashes(claim: Claim, norms: list[str], names: list[bool]) -> Iterator[tuple[str, int]]:
+def slot_clashes(claim: Claim, norms: Sequence[str], names: list[bool]) -> Iterator[tuple[str, int]]:
     """Every name is there, but in another place: where the claim has "Columbia
     Maryland", the window has "Columbia University" (and Maryland elsewhere); where it has
     "Nov. 21, 2015", the window "Nov. 21, 2014". A content word next to a name or number
@@ -211,13 +219,17 @@ def slot_clashes(claim: Claim, norms: list[str], names: list[bool]) -> Iterator[
 
 
 # -------------------------------------------------------------------------- negations
-def negation_clashes(claim: Claim, p: Passage, i: int, j: int, wtext: str, wtoks: list[Token]) -> list[Clash]:
+_NO_REACH = NegationReach(frozenset(), frozenset(), False, frozenset())
+
+
+def negation_clashes(claim: Claim, p: Passage, i: int, j: int, wtext: str, wtoks: WindowTokens) -> list[Clash]:
     """Polar answers: the window's negation of the statement's words differs from the
     answer's (evidence for the polar word: the window's first negation, else its first
     word of the claim). Otherwise: the claim negates a word the window states un-negated
     (the claim's negation against that word), or the window negates a word the claim
     states un-negated (the claim's word against the window's negation before it)."""
-    w = negation_reach(wtext, wtoks)
+    # (a window without a negation word negates nothing: its reach is empty)
+    w = negation_reach(wtext, wtoks()) if any(p.negs[i:j]) else _NO_REACH
     if claim.polar is not None:
         # "Yes"/"No" to a question the window states (nearly word for word): does the
         # window negate the statement's words as the answer does?

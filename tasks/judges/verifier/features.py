@@ -28,6 +28,7 @@ from ragspan.tasks.judges.verifier.conflicts import (
 )
 from ragspan.tasks.judges.verifier.profiles import (
     Claim,
+    Passage,
     claim_profile,
     passage_norms,
     passage_profile,
@@ -98,6 +99,7 @@ class PairResult:
     window_norms: frozenset[str] = frozenset()  # every norm of THE window
     # what the conflict features found, located (conflicts.py): answer spans mark them
     clashes: tuple[Clash, ...] = ()
+    passage_norms: frozenset[str] = frozenset()  # every norm of the passage
 
 
 def _wcov(c: Claim, present) -> float:
@@ -151,14 +153,25 @@ def unsupported_bound(claim: Claim, passage: str) -> float:
     return len(claim.content & passage_norms(passage)) / len(claim.content)
 
 
-def pair_features(claim: Claim, passage: str) -> PairResult:
-    """Every feature of FEATURES for one (profiled claim, passage), and the quote."""
+# What the local judge reads besides its model's features: `decide`'s rules, the reasons
+# and answer spans (verifier/__init__.py, marks.py).
+RULE_FEATURES = frozenset(["wcov_w", "cov_w", "cov_fit", "new_wcov_u3", "from_question", "num_new_conflict",
+                           "unit_conflict", "ent_conflict", "neg_conflict"])
+# The features `pair_features` computes with `full=False`: local-5's and the rules'.
+CORE_FEATURES = RULE_FEATURES | {"cov_all", "new_cov_all", "new_cov_w", "num_found_all", "ent_new_all", "len_claim",
+                                 "cov_w1", "wcov_w3"}
+
+
+def pair_features(claim: Claim, passage: str, full: bool = True) -> PairResult:
+    """Every feature of FEATURES for one (profiled claim, passage), and the quote. With
+    `full=False` only CORE_FEATURES (the others are 0.0): a model that reads no other
+    cannot tell the difference, and the rest (for the benchmarks and local-4) are two
+    thirds of a pair's cost."""
     p = passage_profile(passage)
     C = claim.content
     n = len(C)
     allp = p.all_norms
     cov_all = len(C & allp) / n
-    wcov_all = _wcov(claim, allp)
     new_cov_all = len(claim.new & allp) / len(claim.new)
     ns = len(p.sents)
     hits = [C & s for s in p.sent_sets]
@@ -192,7 +205,7 @@ def pair_features(claim: Claim, passage: str) -> PairResult:
     # starting at the neighbour itself (a window's hits = union of its sentences' hits).
     if bw is None:
         feats = dict.fromkeys(FEATURES, 0.0)
-        feats.update(cov_all=cov_all, wcov_all=wcov_all, new_cov_all=new_cov_all,
+        feats.update(cov_all=cov_all, wcov_all=_wcov(claim, allp), new_cov_all=new_cov_all,
                      num_n=min(len(claim.numbers), 3) / 3, num_found_w=0.0 if claim.numbers else 1.0,
                      ent_found_w=0.0 if claim.entities else 1.0,
                      ent_found_all=(len(claim.entities & allp) / len(claim.entities)) if claim.entities else 1.0,
@@ -204,69 +217,14 @@ def pair_features(claim: Claim, passage: str) -> PairResult:
                      num_found_all=_share(claim.new_numbers, allp),
                      ent_new_all=names_found(claim, allp, passage),
                      from_question=1 - len(claim.new) / n)
-        return PairResult([feats[f] for f in FEATURES], None, None, None)
+        return PairResult([feats[f] for f in FEATURES], None, None, None, passage_norms=allp)
     i, j = bw
-    wnorms = p.norms[i:j]
-    wset = frozenset(wnorms)
+    wset = frozenset(p.norms[i:j])
     wcov_w = best[0]
-    cov_w = len(bset) / n
     u3, n_used = _greedy_union_n(claim, p.sent_sets, 3, cand)
-    u5 = _greedy_union(claim, p.sent_sets, 5, cand) if len(cand) > 3 else u3
-    wcov_u3 = _wcov(claim, u3)
-    wcov_u5 = _wcov(claim, u5)
     new_tot = math.fsum(claim.weights[w] for w in claim.new)
-    new_wcov_u3 = math.fsum(claim.weights[w] for w in claim.new & u3) / new_tot
-    # soft: unmatched claim words matching a window content word on the first 5 letters
-    missing_w = C - wset
-    if missing_w:
-        pref = {w[:5] for w, c in zip(wnorms, p.content[i:j]) if c and len(w) >= 5}
-        soft_extra = sum(1 for w in missing_w if len(w) >= 5 and w[:5] in pref)
-    else:
-        soft_extra = 0
-    soft_w = (len(bset) + soft_extra) / n
-    # bigrams over the content sequence
-    cbig = {(a, b) for a, b in zip(claim.seq, claim.seq[1:])}
-    wcontent = [w for w, c in zip(wnorms, p.content[i:j]) if c]
-    if cbig:
-        wbig = set(itertools.pairwise(wcontent))
-        bigram_w = len(cbig & wbig) / len(cbig)
-        allc = [w for w, c in zip(p.norms, p.content) if c]
-        abig = set(itertools.pairwise(allc))
-        bigram_all = len(cbig & abig) / len(cbig)
-    else:
-        bigram_w = bigram_all = cov_w
-    lcs_w = _lcs(claim.seq, [w for w in wcontent if w in C]) / len(claim.seq)
-    tri = trigrams(wcontent)
-    tri_w = len(claim.trigrams & tri) / len(claim.trigrams)
-    miss = C - u5
-    miss_max = max((claim.weights[w] for w in miss), default=0.0) / 6
-    miss_n = min(len(miss), 8) / 8
-    nums = claim.numbers
-    num_found_w = len(nums & wset) / len(nums) if nums else 1.0
-    win_has_num = any(p.numbers[i:j])
-    num_conflict = float(bool(nums - wset) and win_has_num)
-    year_missing = float(bool(claim.years - u3))
-    ents = claim.entities
-    ent_found_w = len(ents & wset) / len(ents) if ents else 1.0
-    ent_found_all = len(ents & allp) / len(ents) if ents else 1.0
-    # negation in the matched stretch
-    hit_idx = [k for k in range(i, j) if p.norms[k] in C]
+    hit_idx = [k for k in range(i, j) if p.norms[k] in C]  # the quote: first to last claim word
     first, last = hit_idx[0], hit_idx[-1]
-    lo, hi = max(i, first - _LOOKBEHIND), min(j, last + 1 + _LOOKAHEAD)
-    neg_mismatch = float(any(p.negs[lo:hi]) != claim.negated)
-    density_w = len(hit_idx) / (last - first + 1)
-    clause_min_s = min(max((_wcov_sub(claim, cl, h) for h in hits if h & cl), default=0.0) for cl in claim.clauses)
-    miss3 = C - u3
-    if miss3:
-        sents3 = [k for k in cand if claim.content & p.sent_sets[k] & u3]
-        pref3 = {w[:5] for k in sents3 for w in p.sent_sets[k] if len(w) >= 5}
-        soft3 = u3 | {w for w in miss3 if len(w) >= 5 and w[:5] in pref3}
-    else:
-        soft3 = u3
-    soft_u3 = _wcov(claim, soft3)
-    sdf = {w: sum(1 for h in hits if w in h) for w in C}
-    spec = {w: claim.weights[w] * math.log1p(ns / max(1, sdf[w])) for w in C}
-    spec_u3 = math.fsum(v for w, v in spec.items() if w in u3) / math.fsum(spec.values())
     fit = _greedy_union(claim, p.sent_sets, min(5, max(1, len(claim.clauses))), cand)
     # The window states the claim apart from what may have been changed (its own names
     # and numbers): only then is a difference in them a conflict, not another topic.
@@ -284,23 +242,87 @@ def pair_features(claim: Claim, passage: str) -> PairResult:
         "ent_conflict": float(NAME in found),
         "neg_conflict": float(NEGATION in found),
         "from_question": 1 - len(claim.new) / n,
-        "cov_all": cov_all, "wcov_all": wcov_all, "new_cov_all": new_cov_all, "cov_w1": cov_w1,
-        "wcov_w": wcov_w, "cov_w": cov_w, "wcov_w3": wcov_w3, "wcov_u3": wcov_u3, "wcov_u5": wcov_u5,
-        "new_wcov_u3": new_wcov_u3, "soft_w": soft_w, "bigram_w": bigram_w, "bigram_all": bigram_all,
-        "lcs_w": lcs_w, "tri_w": tri_w, "miss_max": miss_max, "miss_n": miss_n,
-        "num_n": min(len(nums), 3) / 3, "num_found_w": num_found_w, "num_conflict": num_conflict,
-        "year_missing": year_missing, "ent_found_w": ent_found_w, "ent_found_all": ent_found_all,
-        "neg_mismatch": neg_mismatch, "len_claim": math.log1p(n) / 3,
+        "cov_all": cov_all, "new_cov_all": new_cov_all, "cov_w1": cov_w1,
+        "wcov_w": wcov_w, "cov_w": len(bset) / n, "wcov_w3": wcov_w3,
+        "new_wcov_u3": math.fsum(claim.weights[w] for w in claim.new & u3) / new_tot,
+        "len_claim": math.log1p(n) / 3,
+    }
+    if full:
+        feats.update(_other_features(claim, p, hits, cand, bw, bset, u3, n_used, hit_idx))
+    return PairResult([feats.get(f, 0.0) for f in FEATURES], p.starts[first], p.ends[last], bw, fit, wset, clashes,
+                      allp)
+
+
+def _other_features(claim: Claim, p: Passage, hits: list[frozenset[str]], cand: list[int], window: tuple[int, int],
+                    bset: frozenset[str], u3: frozenset[str], n_used: int, hit_idx: list[int]) -> dict[str, float]:
+    """The features of FEATURES outside CORE_FEATURES (see pair_features)."""
+    C = claim.content
+    n = len(C)
+    i, j = window
+    allp = p.all_norms
+    ns = len(p.sents)
+    wnorms = p.norms[i:j]
+    wset = frozenset(wnorms)
+    cov_w = len(bset) / n
+    u5 = _greedy_union(claim, p.sent_sets, 5, cand) if len(cand) > 3 else u3
+    # soft: unmatched claim words matching a window content word on the first 5 letters
+    missing_w = C - wset
+    if missing_w:
+        pref = {w[:5] for w, c in zip(wnorms, p.content[i:j]) if c and len(w) >= 5}
+        soft_extra = sum(1 for w in missing_w if len(w) >= 5 and w[:5] in pref)
+    else:
+        soft_extra = 0
+    # bigrams over the content sequence
+    cbig = {(a, b) for a, b in zip(claim.seq, claim.seq[1:])}
+    wcontent = [w for w, c in zip(wnorms, p.content[i:j]) if c]
+    if cbig:
+        wbig = set(itertools.pairwise(wcontent))
+        bigram_w = len(cbig & wbig) / len(cbig)
+        allc = [w for w, c in zip(p.norms, p.content) if c]
+        abig = set(itertools.pairwise(allc))
+        bigram_all = len(cbig & abig) / len(cbig)
+    else:
+        bigram_w = bigram_all = cov_w
+    miss = C - u5
+    nums = claim.numbers
+    num_found_w = len(nums & wset) / len(nums) if nums else 1.0
+    ents = claim.entities
+    ent_found_all = len(ents & allp) / len(ents) if ents else 1.0
+    # negation in the matched stretch
+    first, last = hit_idx[0], hit_idx[-1]
+    lo, hi = max(i, first - _LOOKBEHIND), min(j, last + 1 + _LOOKAHEAD)
+    miss3 = C - u3
+    if miss3:
+        sents3 = [k for k in cand if claim.content & p.sent_sets[k] & u3]
+        pref3 = {w[:5] for k in sents3 for w in p.sent_sets[k] if len(w) >= 5}
+        soft3 = u3 | {w for w in miss3 if len(w) >= 5 and w[:5] in pref3}
+    else:
+        soft3 = u3
+    sdf = {w: sum(1 for h in hits if w in h) for w in C}
+    spec = {w: claim.weights[w] * math.log1p(ns / max(1, sdf[w])) for w in C}
+    return {
+        "wcov_all": _wcov(claim, allp), "wcov_u3": _wcov(claim, u3), "wcov_u5": _wcov(claim, u5),
+        "soft_w": (len(bset) + soft_extra) / n, "bigram_w": bigram_w, "bigram_all": bigram_all,
+        "lcs_w": _lcs(claim.seq, [w for w in wcontent if w in C]) / len(claim.seq),
+        "tri_w": len(claim.trigrams & trigrams(wcontent)) / len(claim.trigrams),
+        "miss_max": max((claim.weights[w] for w in miss), default=0.0) / 6, "miss_n": min(len(miss), 8) / 8,
+        "num_n": min(len(nums), 3) / 3, "num_found_w": num_found_w,
+        "num_conflict": float(bool(nums - wset) and any(p.numbers[i:j])),
+        "year_missing": float(bool(claim.years - u3)),
+        "ent_found_w": len(ents & wset) / len(ents) if ents else 1.0, "ent_found_all": ent_found_all,
+        "neg_mismatch": float(any(p.negs[lo:hi]) != claim.negated),
         "clause_min": min(_wcov_sub(claim, cl, u5) for cl in claim.clauses),
         "miss_wsum": min(1.0, math.fsum(claim.weights[w] for w in miss) / 12),
         "top3_u3": len(set(claim.top3) & u3) / len(claim.top3),
         "spread": (n_used - 1) / 2,
         "swap_num": cov_w * (1 - num_found_w),
         "swap_ent": cov_w * (1 - ent_found_all),
-        "spec_u3": spec_u3, "density_w": density_w, "len_passage": math.log1p(ns) / 5,
-        "clause_min_s": clause_min_s, "soft_u3": soft_u3,
+        "spec_u3": math.fsum(v for w, v in spec.items() if w in u3) / math.fsum(spec.values()),
+        "density_w": len(hit_idx) / (last - first + 1), "len_passage": math.log1p(ns) / 5,
+        "clause_min_s": min(max((_wcov_sub(claim, cl, h) for h in hits if h & cl), default=0.0)
+                            for cl in claim.clauses),
+        "soft_u3": _wcov(claim, soft3),
     }
-    return PairResult([feats[f] for f in FEATURES], p.starts[first], p.ends[last], bw, fit, wset, clashes)
 
 
 # The window states the claim (a changed name, number, unit or negation in it is a

@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 from ragspan.tasks.judges.verifier.conflicts import NEGATION, Span
 from ragspan.tasks.judges.verifier.features import FEATURES, PairResult
-from ragspan.tasks.judges.verifier.profiles import Claim, Passage, passage_profile
+from ragspan.tasks.judges.verifier.profiles import Claim
 from ragspan.tasks.judges.verifier.tokens import Token, clause_breaks
 
 Mark = tuple[int, int, str, int | None, int | None]  # (start, end, kind, evidence_start, evidence_end)
@@ -82,14 +82,13 @@ def packaged_word_model() -> WordModel:
     return WordModel.load(PACKAGED_WORD_MODEL)
 
 
-def claim_marks(profile: Claim, passage: str, result: PairResult, conflicts: Sequence[str],
+def claim_marks(profile: Claim, result: PairResult, conflicts: Sequence[str],
                 model: WordModel | None = None) -> tuple[Mark, ...]:
     """The marks of one judged pair (see the module docstring); () without a window.
     `conflicts`: the conflicts `decide` found (their located clashes are contradicted).
     `model`: the word model (default: the packaged marks-1.json; the fit passes others)."""
     if result.window is None:
         return ()
-    p = passage_profile(passage)  # lru-cached: the pair's features built it already
     support = result.window_norms | result.fit
     if not conflicts and profile.content <= support:
         # Every word found and nothing changed: no mark is possible (most judged pairs;
@@ -103,7 +102,7 @@ def claim_marks(profile: Claim, passage: str, result: PairResult, conflicts: Seq
     for c in result.clashes:  # in the detectors' order: a word located twice keeps the later evidence
         if c.kind in conflicts and c.claim is not None and c.window is not None:
             contra[c.claim] = c.window
-    at, X = word_features(profile, p, result, support, candidates=True)
+    at, X = word_features(profile, result, support, candidates=True)
     flags = [False] * len(profile.written)
     if at:
         for k, m in zip(at, (model or packaged_word_model()).marked(X), strict=True):
@@ -140,7 +139,7 @@ _NEAR = 3  # words each side: a phrase people mark is a few words long
 _F = {name: i for i, name in enumerate(FEATURES)}
 
 
-def word_features(profile: Claim, p: Passage, result: PairResult, support: frozenset[str],
+def word_features(profile: Claim, result: PairResult, support: frozenset[str],
                   candidates: bool = False) -> tuple[list[int], list[list[float]]]:
     """(indices into the claim's written tokens, their WORD_FEATURES rows): every word of
     the claim, or with `candidates` only the words the model may mark (the fit sees them all).
@@ -189,7 +188,7 @@ def word_features(profile: Claim, p: Passage, result: PairResult, support: froze
             float(stop),
             float(c and f.norm not in window),
             float(absent[k]),
-            float(c and f.norm not in p.all_norms),
+            float(c and f.norm not in result.passage_norms),
             float(absent[k] and f.norm[:5] in prefixes and len(f.norm) >= 5),
             profile.weights.get(f.norm, 0.0) / 6 if c else 0.0,
             float(f.is_number),

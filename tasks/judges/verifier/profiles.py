@@ -16,10 +16,12 @@ import re
 from bisect import bisect_left
 from dataclasses import dataclass
 from functools import lru_cache
+from operator import attrgetter
 from pathlib import Path
 
 from ragspan.tasks.core.text import norm_set, sentence_spans, word_info
 from ragspan.tasks.judges.verifier.tokens import (
+    MATCH_INFO,
     Quantity,
     Token,
     clause_breaks,
@@ -28,6 +30,7 @@ from ragspan.tasks.judges.verifier.tokens import (
     negation_reach,
     quantities,
     tokens,
+    word_offsets,
     words,
 )
 
@@ -115,7 +118,13 @@ def asked_norms(question: str, whole_answer: bool, claim: str) -> frozenset[str]
     own words are what it asserts: none of them count as taken."""
     if not question or (whole_answer and is_short_answer(claim)):
         return frozenset()
-    return frozenset(word_info(w.raw).norm for w in words(question))
+    return word_norms(question)
+
+
+@lru_cache(maxsize=1024)  # a question is asked by every claim of its answer
+def word_norms(text: str) -> frozenset[str]:
+    """The norm of every word of `text`, stopwords included."""
+    return frozenset(word_info(w.raw).norm for w in words(text))
 
 
 @lru_cache(maxsize=8192)  # a claim is judged twice (retrieved chunks, then corpus hits) within its shard
@@ -145,9 +154,9 @@ def claim_profile(claim: str, question: str = "", whole_answer: bool = False) ->
     if polar is not None:
         qset = frozenset()  # every word of the statement is what the answer asserts
     elif own is not claim:
-        qset = cset - frozenset(word_info(w.raw).norm for w in words(own))
+        qset = cset - word_norms(own)
     else:
-        qset = frozenset(word_info(w.raw).norm for w in words(question)) if question else frozenset()
+        qset = word_norms(question) if question else frozenset()
     new = cset - qset
     clauses, cur = [], set()
     for t, sep in zip(toks, clause_breaks(claim, toks), strict=True):
@@ -165,7 +174,8 @@ def claim_profile(claim: str, question: str = "", whole_answer: bool = False) ->
                                               if f.is_entity and (i > 0 or raw.isupper()) and f.norm in new
                                               and not f.is_number]
     # A short answer's negations include its question's ("Which team did not qualify?").
-    reach = negation_reach(f"{question} {own}" if question and own is not claim and polar is None else own)
+    reach = (negation_reach(f"{question} {own}") if question and own is not claim and polar is None
+             else negation_reach(own, toks if own is claim else None))
     negated = reach.negated
     if polar is not None:
         negated = negation_reach(question).negated != negated
@@ -190,19 +200,18 @@ def claim_profile(claim: str, question: str = "", whole_answer: bool = False) ->
         new_entities=frozenset(f.norm for _, f in new_names),
         new_numbers=frozenset() if polar is not None else numbers & new,
         name_spellings=tuple(_spellings(raw, f.norm) for raw, f in new_names),
-        name_slots=_name_slots(claim, {f.norm for _, f in new_names} | (set() if polar else numbers & new)),
+        name_slots=_name_slots(claim, toks, {f.norm for _, f in new_names} | (set() if polar else numbers & new)),
         name_letters=tuple(letters(raw) or raw for raw, _ in new_names),
         neg_strict=reach.strict,
         neg_loose=reach.loose,
         polar=polar[0] if polar else None,
-        quantities=tuple(quantities(own)),
+        quantities=tuple(quantities(own, toks if own is claim else None)),
         capitalised=frozenset(f.norm for _, raw, f in content if (raw[:1].isupper() or f.is_entity)
                               and not f.is_number),
     )
 
 
-def _name_slots(text: str, names: set[str]) -> tuple[tuple[str, str, str], ...]:
-    toks = tokens(text)
+def _name_slots(text: str, toks: list[Token], names: set[str]) -> tuple[tuple[str, str, str], ...]:
     out = []
     for i, t in enumerate(toks):
         if t.info.norm not in names:
@@ -243,6 +252,7 @@ class Passage:
     content: tuple[bool, ...]  # token is a content word
     negs: tuple[bool, ...]
     numbers: tuple[bool, ...]
+    entities: tuple[bool, ...]  # WordInfo.is_entity
     sents: tuple[tuple[int, int], ...]  # token ranges per sentence
     sent_sets: tuple[frozenset[str], ...]
     all_norms: frozenset[str]
@@ -255,22 +265,28 @@ def passage_norms(passage: str) -> frozenset[str]:
     return norm_set(passage)
 
 
+_norm_of, _is_stop, _is_negation, _is_number, _is_entity = (
+    attrgetter(f) for f in ("norm", "is_stop", "is_negation", "is_number", "is_entity"))
+
+
 @lru_cache(maxsize=4096)  # a claim's passages are reused by its answer's other claims, not later
 def passage_profile(passage: str) -> Passage:
-    toks = tokens(passage)
-    starts = [t.start for t in toks]
-    norms = tuple(t.info.norm for t in toks)
+    """`tokens(passage)` as parallel arrays with its sentences, built without a Token per
+    word (the judge's hot path: every passage it segments)."""
+    matches, starts, ends = word_offsets(passage)
+    infos = list(map(MATCH_INFO.__getitem__, matches))
+    norms = tuple(map(_norm_of, infos))
     bounds = []
     for s, e in sentence_spans(passage):
         i, j = bisect_left(starts, s), bisect_left(starts, e)
         if j > i:
             bounds.append((i, j))
-    if not bounds and toks:
-        bounds = [(0, len(toks))]
+    if not bounds and matches:
+        bounds = [(0, len(matches))]
     return Passage(
-        starts=tuple(starts), ends=tuple(t.end for t in toks), norms=norms,
-        content=tuple(not t.info.is_stop for t in toks), negs=tuple(t.info.is_negation for t in toks),
-        numbers=tuple(t.info.is_number for t in toks), sents=tuple(bounds),
+        starts=tuple(starts), ends=tuple(ends), norms=norms,
+        content=tuple(not x for x in map(_is_stop, infos)), negs=tuple(map(_is_negation, infos)),
+        numbers=tuple(map(_is_number, infos)), entities=tuple(map(_is_entity, infos)), sents=tuple(bounds),
         sent_sets=tuple(frozenset(norms[i:j]) for i, j in bounds),
         all_norms=frozenset(norms),
     )

@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Sequence
+from functools import partial
+from operator import add
 from typing import NamedTuple
 
 from ragspan.tasks.core.text import WORD_PATTERN, WordInfo, word_info
@@ -17,7 +19,7 @@ from ragspan.tasks.core.text import WORD_PATTERN, WordInfo, word_info
 class Word(NamedTuple):
     start: int
     end: int
-    raw: str  # as written, trailing punctuation stripped
+    raw: str  # as written
 
 
 class Token(NamedTuple):
@@ -27,26 +29,55 @@ class Token(NamedTuple):
     info: WordInfo
 
 
-def words(text: str) -> list[Word]:
-    """Every word of `text`, trailing punctuation stripped.
+# tuple.__new__ directly: a named tuple without `_make`'s Python-level length check (the
+# fields are zipped from parallel lists of one length), a third of tokenising's cost.
+_new_word = partial(tuple.__new__, Word)
+_new_token = partial(tuple.__new__, Token)
+
+
+class _ByMatch(dict):
+    """A WORD_PATTERN match -> its WordInfo, computed once per distinct string
+    (`__missing__`): a word costs one C-level dict lookup. Cleared past `_MAX_MATCHES`
+    entries (a bound on memory, not a correctness matter)."""
+
+    def __missing__(self, match: str) -> WordInfo:
+        if len(self) >= _MAX_MATCHES:
+            self.clear()
+        value = self[match] = word_info(match)
+        return value
+
+
+_MAX_MATCHES = 1 << 20
+MATCH_INFO = _ByMatch()
+
+
+def word_offsets(text: str) -> tuple[list[str], list[int], list[int]]:
+    """(the words of `text`, their starts, their ends). A WORD_PATTERN match begins and
+    ends with a word character, so it is the word as written (no punctuation to strip).
 
     The regex runs in C (findall, no match objects); each start is found with str.find
-    from the previous match's end — exact, because a match begins with a word character
-    and everything the regex skipped between two matches is non-word."""
-    out = []
-    pos, find = 0, text.find
-    for match in WORD_PATTERN.findall(text):
-        start = find(match, pos)
-        pos = start + len(match)
-        raw = match.rstrip(".,:/-'’")
-        if raw:
-            out.append(Word(start, start + len(raw), raw))
-    return out
+    from the previous match's end — exact, because everything the regex skipped between
+    two matches is non-word."""
+    matches = WORD_PATTERN.findall(text)
+    starts: list[int] = []
+    pos, find, append = 0, text.find, starts.append
+    for m in matches:
+        pos = find(m, pos)
+        append(pos)
+        pos += len(m)
+    return matches, starts, list(map(add, starts, map(len, matches)))
+
+
+def words(text: str) -> list[Word]:
+    """Every word of `text` with its offsets."""
+    raws, starts, ends = word_offsets(text)
+    return list(map(_new_word, zip(starts, ends, raws)))
 
 
 def tokens(text: str) -> list[Token]:
     """`words` with what the judge checks of each."""
-    return [Token(s, e, raw, word_info(raw)) for s, e, raw in words(text)]
+    raws, starts, ends = word_offsets(text)
+    return list(map(_new_token, zip(starts, ends, raws, map(MATCH_INFO.__getitem__, raws))))
 
 
 _CLAUSE_WORDS = frozenset(["and", "but", "which", "who", "while", "whereas", "where", "when", "although", "including"])
@@ -65,13 +96,18 @@ def clause_breaks(text: str, ws: Sequence[Word | Token]) -> list[bool]:
 
 def fold(text: str) -> str:
     """Accents dropped: 'Zürich' and 'Zurich' are one name."""
+    if text.isascii():
+        return text  # (no ASCII character decomposes or combines)
     return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+
+
+_NOT_LETTERS = re.compile(r"[\W_]+")  # (`[^\W_]` is exactly str.isalnum)
 
 
 def letters(text: str) -> str:
     """The letters and digits of `text`, accents folded, casefolded: "South East" and
     "Southeast" have the same."""
-    return "".join(c for c in fold(text).casefold() if c.isalnum())
+    return _NOT_LETTERS.sub("", fold(text).casefold())
 
 
 # A negation applies to the content words that follow it within this many tokens; the
