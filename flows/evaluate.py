@@ -86,7 +86,7 @@ def evaluate(data_dir: str, run: str, out_dir: str, params_path: str | None = No
         kept = timed(find_unchanged, ws, settings, context, answers, compare_to)  # tasks/reporting/snapshot.py
         if kept is not None:  # nothing changed since a run that kept its results: they are written again
             progress.current().reused(len(ws.answers), 0)
-            metrics = timed(report_unchanged, Path(out_dir), ws, settings, spec, kept, compare_to)
+            metrics = timed(report_unchanged, Path(out_dir), ws, settings, spec, kept, compare_to, previous)
         else:
             passages = passages_for(ws)
             known = timed(reuse_answers, ws.answers, passages, str(answers), context, settings.pipeline.reuse_answers)

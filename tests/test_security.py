@@ -198,7 +198,9 @@ def test_output_file_names_never_come_from_ids(tmp_path):
 
     from ragspan.tasks.reporting import report
 
-    src = inspect.getsource(report.write_results)
+    # write_results computes the pieces (results_pieces) and writes them (write_with_pieces)
+    src = "".join(inspect.getsource(f) for f in (report.write_results, report.results_pieces,
+                                                 report.write_with_pieces))
     names = {"claims.parquet", "spans.parquet", "diagnoses.parquet", "answer_spans.parquet", "taxonomy.csv",
              "report.html", "summary.md"}
     assert all(f'"{n}"' in src for n in names)

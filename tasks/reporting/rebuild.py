@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 MAX_LISTED = 50  # claims listed in summary.md and the artifact (run.json lists them all)
-_KEY = ["question_id", "claim_id", "claim"]
+KEY = ["question_id", "claim_id", "claim"]  # a claim, the same in two runs of its answer
 
 
 def _is_corpus(name: str) -> bool:
@@ -31,7 +31,7 @@ def previous_results(out_dir: Path) -> tuple[dict, pd.DataFrame] | None:
     """(manifest, diagnoses) of the results in `out_dir`, or None when there are none."""
     try:
         manifest = json.loads((out_dir / "manifest.json").read_text(encoding="utf-8"))
-        diagnoses = pd.read_parquet(out_dir / "diagnoses.parquet", columns=[*_KEY, "label"])
+        diagnoses = pd.read_parquet(out_dir / "diagnoses.parquet", columns=[*KEY, "label"])
     except (OSError, ValueError, KeyError):
         return None
     return manifest, diagnoses
@@ -62,7 +62,7 @@ def rebuild_changes(previous: tuple[dict, pd.DataFrame] | None, manifest: dict, 
     corpus_new = {k: v for k, v in (manifest.get("inputs_md5") or {}).items() if _is_corpus(k)}
     if not corpus_old or corpus_old == corpus_new:
         return None
-    both = old.merge(diagnoses[[*_KEY, "label"]], on=_KEY, suffixes=("_before", "_after"))
+    both = old.merge(diagnoses[[*KEY, "label"]], on=KEY, suffixes=("_before", "_after"))
     moved = both[both["label_before"] != both["label_after"]]
     counts = Counter(f"{a} → {b}" for a, b in zip(moved["label_before"], moved["label_after"]))
     return {

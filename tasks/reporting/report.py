@@ -35,6 +35,7 @@ from ragspan.tasks.reporting.findings import concentration, concentration_text, 
 from ragspan.tasks.reporting.formatting import cascade_note
 from ragspan.tasks.reporting.groups import claim_groups, group_order
 from ragspan.tasks.reporting.html import assemble_page, render_report, report_middle
+from ragspan.tasks.reporting.rebuild import KEY as REBUILD_KEY
 from ragspan.tasks.reporting.rebuild import previous_results, rebuild_changes, rebuild_lines
 from ragspan.tasks.reporting.results_files import results_writers
 from ragspan.tasks.reporting.snapshot import Snapshot, keep_snapshot
@@ -343,15 +344,19 @@ def report(out_dir: Path, ws: Workspace, settings: Settings, spec: JudgeSpec, ru
 
 @task(name="report-unchanged", cache_policy=NO_CACHE)
 def report_unchanged(out_dir: Path, ws: Workspace, settings: Settings, spec: JudgeSpec, kept: Snapshot,
-                     compare_to: str | None = None) -> dict:
+                     compare_to: str | None = None, previous: str | None = None) -> dict:
     """Write results/<run>/ from the pieces an unchanged earlier run kept: its table files,
     images, results view and page middle, with this run's facts (every answer reused, no
-    judge call; its manifest). Nothing changed since that run, so no index rebuild either:
-    the `rebuild` that run told (what its corpus change moved) is not this run's."""
+    judge call; its manifest; what an index rebuild changed since `previous`, as `report`
+    tells it — the kept run may have followed other results than this one does)."""
     comparison = json.loads(Path(compare_to).read_text(encoding="utf-8")) if compare_to else None
     metrics = {k: v for k, v in kept.metrics.items() if k != "rebuild"}  # the same keys in the same order
     metrics["judge"] = judge_view(JudgeStats(), {}, len(ws.answers), settings, spec)
     metrics["manifest"] = _manifest(ws, settings, spec, out_dir)
+    labels = pd.read_parquet(kept.directory / "diagnoses.parquet", columns=[*REBUILD_KEY, "label"])
+    rebuild = rebuild_changes(previous_results(Path(previous or out_dir)), metrics["manifest"], labels)
+    if rebuild is not None:
+        metrics["rebuild"] = rebuild
     tables = {name: (lambda p, src=kept.directory / name: shutil.copyfile(src, p)) for name in KEPT_FILES}
     write_with_pieces(Path(out_dir), metrics, kept.middle, comparison, tables)
     return metrics
