@@ -65,7 +65,8 @@ def plot_templates() -> dict[str, dict]:
 
 def dvc_yaml(data: str) -> str:
     """The workspace's dvc.yaml text for the data directory `data` (relative to it)."""
-    text = (_TEMPLATES / "dvc.yaml").read_text(encoding="utf-8")
+    # named dvc.yaml.template: a dvc.yaml anywhere in this repository is a DVC pipeline file
+    text = (_TEMPLATES / "dvc.yaml.template").read_text(encoding="utf-8")
     return text.replace("@DATA@", data).replace("@OUTS@", evaluate_outs_yaml())
 
 
