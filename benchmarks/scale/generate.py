@@ -238,7 +238,7 @@ def write_workspace(out: Path, n_chunks: int, n_answers: int, seed: int = 13, ch
     picked = set(crng.sample(range(n_answers), max(1, round(changed_share * n_answers))))
     changed = [answer(r["question_id"], crng)[0] if i in picked else r for i, r in enumerate(records)]
     _write_run(ch / "runs" / "scale.jsonl", changed)
-    from corpus_variants import write_corpus_variants
+    from benchmarks.scale.corpus_variants import write_corpus_variants
 
     variants = write_corpus_variants(out)  # docs-changed/ and rechunked/: an index rebuild
     info = {**variants, "chunks": n_chunks, "answers": n_answers, "claims": len(expected), "documents": len(corpus.docs),

@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     ws = workspace(work, chunks, answers)
     if not (ws / "docs-changed").exists() or not (ws / "rechunked").exists():
-        from corpus_variants import write_corpus_variants
+        from benchmarks.scale.corpus_variants import write_corpus_variants
 
         write_corpus_variants(ws)
     res = {"size": a.size, "cpus": os.cpu_count(), **measure(ws, work, a.check)}
