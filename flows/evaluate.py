@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from prefect import flow, task
-from prefect.cache_policies import NO_CACHE
+from prefect import flow
 from prefect.task_runners import ThreadPoolTaskRunner
 from ragspan.flows import progress
-from ragspan.flows.ledger import StepLedger, timed
+from ragspan.flows.ledger import timed
+from ragspan.flows.shard import evaluate_shard
 from ragspan.flows.shard_window import spilled_results
 from ragspan.tasks.config import (
     PipelineParams,
@@ -26,7 +26,7 @@ from ragspan.tasks.config import (
     load_settings,
     state_dir,
 )
-from ragspan.tasks.core.shards import Shard, ShardResult, iter_shards, passages_for
+from ragspan.tasks.core.shards import iter_shards, passages_for
 from ragspan.tasks.io.answer_store import context_key, remember_answers, reuse_answers
 from ragspan.tasks.io.load import load_inputs
 from ragspan.tasks.io.outputs import output_lock
@@ -34,35 +34,13 @@ from ragspan.tasks.io.shard_spill import spilling
 from ragspan.tasks.io.state import mark_used, prune_after_run, step_results_dir
 from ragspan.tasks.io.step_results import sweep
 from ragspan.tasks.judges import judge_spec, support_threshold
-from ragspan.tasks.judges.base import JudgeSpec
 from ragspan.tasks.judges.local import set_processes
 from ragspan.tasks.judges.verdict_cache import CACHE_FILE as VERDICTS
 from ragspan.tasks.judges.verdict_cache import use_verdict_cache
 from ragspan.tasks.reporting.artifacts import publish_artifacts
 from ragspan.tasks.reporting.report import report, report_unchanged
 from ragspan.tasks.reporting.snapshot import find_unchanged, unchanged_key
-from ragspan.tasks.steps.boundary import chunk_split, chunk_windows
-from ragspan.tasks.steps.corpus_search import build_index, corpus_search
-from ragspan.tasks.steps.decompose import decompose
-from ragspan.tasks.steps.diagnose import diagnose
-from ragspan.tasks.steps.extract import extract
-from ragspan.tasks.steps.validate_offsets import validate_offsets
-
-
-@task(name="evaluate-shard", cache_policy=NO_CACHE)
-def evaluate_shard(shard: Shard, spec: JudgeSpec, index_dir: str, top_k: int, thr: float, band: float,
-                   code: str) -> ShardResult:
-    step = StepLedger()
-    claims = step.run(decompose, shard.answers, spec, code)
-    judged = step.run(validate_offsets, step.run(extract, claims, shard.passages, spec, code), code)
-    hits = step.run(corpus_search, claims, judged, shard.passages, index_dir, top_k, thr, code)
-    searched = step.run(validate_offsets, step.run(extract, claims, hits, spec, code), code)
-    diagnoses, marked = step.run(diagnose, claims, judged, searched, shard.answers, thr, band, code)
-    # evidence cut by a chunk boundary: the claims' passages joined with their neighbours
-    windows = step.run(chunk_windows, diagnoses, judged, searched, shard.passages, hits, index_dir, code)
-    across = step.run(validate_offsets, step.run(extract, claims, windows, spec, code), code)
-    return step.result(claims, judged, searched, step.run(chunk_split, diagnoses, marked, across, shard.passages,
-                                                          hits, shard.answers, index_dir, thr, band, code))
+from ragspan.tasks.steps.corpus_search import build_index
 
 
 @flow(name="evaluate", log_prints=False,

@@ -13,12 +13,15 @@ import os
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from ragspan.tasks.errors import ConfigError
 from ragspan.tasks.state import state_dir
+
+if TYPE_CHECKING:
+    from ragspan.tasks.code_identity import Parts
 
 RAGSPAN_VERSION = metadata.version("ragspan")
 __all__ = ["state_dir"]  # re-exported: callers import it from here
@@ -200,38 +203,45 @@ def _parse_settings(_key: tuple, path: str | Path | None, overrides: tuple[tuple
         raise ConfigError(f"{path or '<defaults>'}: invalid parameters: {exc}") from exc
 
 
-# The code that decides labels, spans and verdicts. Its hash is in every step's cache
-# key and in the answer store's context, so editing it re-evaluates; editing anything
-# else (reporting, I/O, tools, flows, the CLI) keeps every cached step and stored answer.
-EVALUATION_CODE: tuple[str, ...] = ("core", "steps", "judges")
-# What decides how inputs are read and validated: keys the validated-inputs cache.
-LOADER_CODE: tuple[str, ...] = ("core", "io/load")
+# What each kind of cached value is computed by: the root modules whose code — they and
+# every ragspan module they import, with the data files beside them (tasks/code_identity.py)
+# — keys it. No list of paths kept by hand: a helper a step starts importing is in the key
+# the moment it is imported.
+# - a shard's tables (every step's cache key, the answer store's context, kept verdicts):
+#   the shard's chain of steps, which imports every step, judge and schema;
+EVALUATION_ROOTS: tuple[str, ...] = ("ragspan.flows.shard",)
+# - validated inputs: the loader;
+LOADER_ROOTS: tuple[str, ...] = ("ragspan.tasks.io.load",)
+# - a run's written results (the report snapshot): the evaluate flow and all it imports.
+RESULTS_ROOTS: tuple[str, ...] = ("ragspan.flows.evaluate",)
 
 
-def source_hash(parts: tuple[str, ...], root: Path = TASKS_DIR) -> str:
-    """sha256 over every file (code, prompts, model files) under the given parts of tasks/."""
-    h = hashlib.sha256(RAGSPAN_VERSION.encode())
-    for part in parts:
-        base = root / part
-        files = [base] if base.is_file() else sorted(p for p in base.rglob("*") if p.is_file())
-        for f in files:
-            if "__pycache__" in f.parts or f.suffix == ".pyc":
-                continue
-            h.update(f.relative_to(root).as_posix().encode())
-            h.update(f.read_bytes())
-    return h.hexdigest()[:12]
+def source_hash(roots: tuple[str, ...], parts: Parts | None = None) -> str:
+    """sha256 (12 hex digits) over the ragspan version and every file `roots` depend on
+    (`parts`: another copy of ragspan's code, for tests; default the one running)."""
+    from ragspan.tasks.code_identity import code_hash
+
+    return code_hash(RAGSPAN_VERSION, roots, parts) if parts else _installed_hash(roots)
+
+
+@lru_cache(maxsize=8)
+def _installed_hash(roots: tuple[str, ...]) -> str:
+    """source_hash of the code running: once per process (it does not change under it)."""
+    from ragspan.tasks.code_identity import code_hash
+
+    return code_hash(RAGSPAN_VERSION, roots)
 
 
 @lru_cache(maxsize=1)
 def code_version() -> str:
-    """ragspan version + a hash of the label-deciding code (EVALUATION_CODE).
+    """ragspan version + a hash of the code that computes a shard's tables (EVALUATION_ROOTS).
 
     Prefect's TASK_SOURCE only sees a task's own body; helpers, judges and schemas
     change results too, so every cached task also takes this as an input."""
-    return f"{RAGSPAN_VERSION}+{source_hash(EVALUATION_CODE)}"
+    return f"{RAGSPAN_VERSION}+{source_hash(EVALUATION_ROOTS)}"
 
 
 @lru_cache(maxsize=1)
 def loader_version() -> str:
     """ragspan version + a hash of the code that reads and validates inputs."""
-    return f"{RAGSPAN_VERSION}+{source_hash(LOADER_CODE)}"
+    return f"{RAGSPAN_VERSION}+{source_hash(LOADER_ROOTS)}"

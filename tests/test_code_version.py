@@ -1,11 +1,14 @@
-"""Guarantee: only code that can change a label, a span or a verdict is in the cache keys.
+"""Guarantee: a cache key covers the code that shapes its value, found from the imports.
 
-Editing reporting (or any I/O, tool, flow or CLI) code keeps every cached step and stored
-answer; editing a step or a judge invalidates both. Shown on a temporary copy of the
-package, run for real through the CLI (PYTHONPATH puts the copy ahead of the install)."""
+Editing reporting (or the CLI, a tool) code keeps every cached step and stored answer;
+editing a step, a judge or the shard's chain in flows/ invalidates both; editing the flow
+that writes the results recomputes the report of an unchanged re-run. Shown on a temporary
+copy of the package, run for real through the CLI (PYTHONPATH puts the copy ahead of the
+install)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -14,7 +17,7 @@ import sys
 from pathlib import Path
 
 from conftest import REPO, SAMPLE
-from ragspan.tasks.config import EVALUATION_CODE, source_hash
+from ragspan.tasks.config import EVALUATION_ROOTS, RESULTS_ROOTS, source_hash
 
 
 def _copy_package(dest: Path) -> Path:
@@ -28,22 +31,60 @@ def _touch(path: Path) -> None:
     path.write_text(path.read_text(encoding="utf-8") + "\n# edited by test_code_version\n", encoding="utf-8")
 
 
-def test_code_version_hashes_only_label_deciding_code(tmp_path):
-    root = _copy_package(tmp_path) / "tasks"
-    before = source_hash(EVALUATION_CODE, root)
-    for harmless in ("reporting/html.py", "reporting/compare.py", "tools/demo_rag.py", "io/outputs.py", "errors.py"):
+def _parts(root: Path) -> tuple[tuple[str, Path], ...]:
+    return (("ragspan.tasks", root / "tasks"), ("ragspan.flows", root / "flows"))
+
+
+def test_code_version_hashes_the_code_the_shard_chain_imports(tmp_path):
+    root = _copy_package(tmp_path)
+    parts = _parts(root)
+    before = source_hash(EVALUATION_ROOTS, parts)
+    for harmless in ("tasks/reporting/html.py", "tasks/reporting/compare.py", "tasks/tools/demo_rag.py",
+                     "flows/cli/explain.py", "flows/evaluate.py"):
         _touch(root / harmless)
-        assert source_hash(EVALUATION_CODE, root) == before, harmless
-    for deciding in ("steps/diagnose.py", "judges/local.py", "core/text.py", "core/taxonomy.py",
-                     "judges/prompts/extract.md"):
+        assert source_hash(EVALUATION_ROOTS, parts) == before, harmless
+    for deciding in ("tasks/steps/diagnose.py", "tasks/judges/local.py", "tasks/core/text.py",
+                     "tasks/core/taxonomy.py", "tasks/judges/prompts/extract.md",
+                     "tasks/judges/verifier/local-5.json", "flows/shard.py", "flows/ledger.py"):
         _touch(root / deciding)
-        after = source_hash(EVALUATION_CODE, root)
+        after = source_hash(EVALUATION_ROOTS, parts)
         assert after != before, deciding
         before = after
 
 
+def test_a_module_enters_the_key_when_a_step_imports_it(tmp_path):
+    """No list kept by hand: the moment a step imports a module, that module keys its results."""
+    root = _copy_package(tmp_path)
+    parts = _parts(root)
+    html = root / "tasks" / "reporting" / "html.py"
+    before = source_hash(EVALUATION_ROOTS, parts)
+    _touch(html)
+    assert source_hash(EVALUATION_ROOTS, parts) == before
+    step = root / "tasks" / "steps" / "diagnose.py"
+    step.write_text(step.read_text(encoding="utf-8").replace(
+        "from __future__ import annotations\n",
+        "from __future__ import annotations\n\nimport ragspan.tasks.reporting.html  # noqa: F401\n", 1),
+        encoding="utf-8")
+    with_import = source_hash(EVALUATION_ROOTS, parts)
+    _touch(html)
+    assert source_hash(EVALUATION_ROOTS, parts) != with_import
+
+
+def test_results_key_covers_the_flow_and_reporting(tmp_path):
+    root = _copy_package(tmp_path)
+    parts = _parts(root)
+    before = source_hash(RESULTS_ROOTS, parts)
+    for shaping in ("flows/evaluate.py", "tasks/reporting/html.py", "tasks/io/manifest.py",
+                    "tasks/io/answer_store.py", "flows/shard.py"):
+        _touch(root / shaping)
+        after = source_hash(RESULTS_ROOTS, parts)
+        assert after != before, shaping
+        before = after
+
+
 def _evaluate(pkg_parent: Path, state: Path, out: Path) -> str:
-    env = {**os.environ, "PYTHONPATH": str(pkg_parent), "RAGSPAN_HOME": str(state)}
+    env = {**os.environ, "PYTHONPATH": str(pkg_parent), "RAGSPAN_HOME": str(state),
+           "RAGSPAN_TIMINGS": str(out) + ".timings"}
     env.pop("PREFECT_API_URL", None)
     env["PREFECT_RESULTS_LOCAL_STORAGE_PATH"] = str(state / "prefect-results")
     proc = subprocess.run([sys.executable, "-m", "ragspan.flows.cli", "evaluate", "--data", str(SAMPLE),
@@ -52,6 +93,12 @@ def _evaluate(pkg_parent: Path, state: Path, out: Path) -> str:
                           check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout
+
+
+def _steps(out: Path) -> set[str]:
+    """The steps that ran (RAGSPAN_TIMINGS: one JSON line each)."""
+    lines = Path(str(out) + ".timings").read_text(encoding="utf-8").splitlines()
+    return {json.loads(line)["step"] for line in lines}
 
 
 def tmp_cwd(pkg_parent: Path) -> Path:
@@ -77,6 +124,27 @@ def test_editing_reporting_keeps_caches_editing_a_step_does_not(tmp_path):
     reused, total = _reused(second)
     assert reused == total > 0
     assert "tasks: none ran" in second and "judge calls: 0" in second
+
+    _evaluate(tmp_path, state, tmp_path / "out2b")  # nothing changed: the kept results
+    assert "report-unchanged" in _steps(tmp_path / "out2b")
+
+    # the flow that assembles and writes the tables: the answers stay valid, the results are
+    # computed again (not the kept ones, which older code wrote)
+    evaluate_py = root / "flows" / "evaluate.py"
+    evaluate_py.write_text(evaluate_py.read_text(encoding="utf-8").replace(
+        "            metrics = timed(report, ", "            metrics = timed(report,  ", 1), encoding="utf-8")
+    shaped = _evaluate(tmp_path, state, tmp_path / "out2c")
+    assert _reused(shaped)[0] == _reused(shaped)[1] > 0
+    assert "report" in _steps(tmp_path / "out2c") and "report-unchanged" not in _steps(tmp_path / "out2c")
+
+    # a table-shaping line of the shard's chain: every answer is evaluated again
+    ledger = root / "flows" / "ledger.py"
+    shaping = "both = pd.concat([judged, searched, *more], ignore_index=True)"
+    assert shaping in ledger.read_text(encoding="utf-8")
+    ledger.write_text(ledger.read_text(encoding="utf-8").replace(
+        shaping, shaping[:-1] + ", sort=False)", 1), encoding="utf-8")
+    chained = _evaluate(tmp_path, state, tmp_path / "out2d")
+    assert _reused(chained)[0] == 0
 
     _touch(root / "tasks" / "steps" / "diagnose.py")  # a step: every answer is evaluated again
     third = _evaluate(tmp_path, state, tmp_path / "out3")

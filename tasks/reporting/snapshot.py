@@ -5,7 +5,8 @@ merge the tables and compute the report again (~12 s at 100k chunks × 10k answe
 write the same files. What a run's results are follows from: the input files (their
 md5s: `Workspace.input_files`), the run name, the settings, the answer-store context
 (judge, code, thresholds, corpus index: `answer_store.context_key`), the answer store's
-segments, the `--compare-to` file and the reporting code. A run that leaves nothing to
+segments, the `--compare-to` file and the code of the evaluate flow with everything it
+imports (tasks/config.RESULTS_ROOTS: the steps, the reporting, the flow's own wiring). A run that leaves nothing to
 retry keeps its results' pieces under a key of all of these (its store segments as they
 are *after* it stored its answers): the table files and chart images as written, the
 results view and the page's middle (html.report_middle). A later run with the same key
@@ -31,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ragspan.tasks.config import TASKS_DIR, Settings, code_version, source_hash, state_dir
+from ragspan.tasks.config import RESULTS_ROOTS, Settings, source_hash, state_dir
 from ragspan.tasks.io import heal
 
 if TYPE_CHECKING:
@@ -40,8 +41,6 @@ if TYPE_CHECKING:
 SNAPSHOT_FORMAT = "snapshot-1"
 SNAPSHOTS_KEEP = 3
 PIECES = "pieces.pickle"  # the results view and the page's middle
-# What decides the report apart from its tables: the code that computes and writes it.
-REPORTING_CODE = ("reporting", "io/manifest.py", "io/outputs.py", "io/digests.py")
 
 
 @dataclass(frozen=True)
@@ -58,7 +57,7 @@ def snapshot_key(input_files: dict[str, str], run: str | None, settings: Setting
     """Everything a run's results follow from (see the module docstring). `store`: the
     answer store's directory for `context`, whose segment names are read now."""
     segments = [_stamped(seg) for seg in sorted(store.glob("seg-*"))] if store.is_dir() else []
-    blob = json.dumps([SNAPSHOT_FORMAT, source_hash(REPORTING_CODE, TASKS_DIR), code_version(),
+    blob = json.dumps([SNAPSHOT_FORMAT, source_hash(RESULTS_ROOTS),
                        sorted(input_files.items()), run, settings.model_dump(mode="json"), context, segments,
                        comparison], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:32]

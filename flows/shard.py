@@ -1,0 +1,35 @@
+"""One shard's chain of steps: decompose → extract → validate offsets → corpus-wide search →
+extract → validate offsets → diagnose → chunk windows → extract → validate offsets → chunk
+split. Wiring only, but the wiring decides the tables: this module is the root of the code
+version (tasks/config.code_version hashes it and all it imports), so editing the chain is a
+new key for every cached step, stored answer and kept verdict."""
+
+from __future__ import annotations
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+from ragspan.flows.ledger import StepLedger
+from ragspan.tasks.core.shards import Shard, ShardResult
+from ragspan.tasks.judges.base import JudgeSpec
+from ragspan.tasks.steps.boundary import chunk_split, chunk_windows
+from ragspan.tasks.steps.corpus_search import corpus_search
+from ragspan.tasks.steps.decompose import decompose
+from ragspan.tasks.steps.diagnose import diagnose
+from ragspan.tasks.steps.extract import extract
+from ragspan.tasks.steps.validate_offsets import validate_offsets
+
+
+@task(name="evaluate-shard", cache_policy=NO_CACHE)
+def evaluate_shard(shard: Shard, spec: JudgeSpec, index_dir: str, top_k: int, thr: float, band: float,
+                   code: str) -> ShardResult:
+    step = StepLedger()
+    claims = step.run(decompose, shard.answers, spec, code)
+    judged = step.run(validate_offsets, step.run(extract, claims, shard.passages, spec, code), code)
+    hits = step.run(corpus_search, claims, judged, shard.passages, index_dir, top_k, thr, code)
+    searched = step.run(validate_offsets, step.run(extract, claims, hits, spec, code), code)
+    diagnoses, marked = step.run(diagnose, claims, judged, searched, shard.answers, thr, band, code)
+    # evidence cut by a chunk boundary: the claims' passages joined with their neighbours
+    windows = step.run(chunk_windows, diagnoses, judged, searched, shard.passages, hits, index_dir, code)
+    across = step.run(validate_offsets, step.run(extract, claims, windows, spec, code), code)
+    return step.result(claims, judged, searched, step.run(chunk_split, diagnoses, marked, across, shard.passages,
+                                                          hits, shard.answers, index_dir, thr, band, code))
