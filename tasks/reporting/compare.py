@@ -36,6 +36,7 @@ from ragspan.tasks.reporting.matching import (
     matched_claims,
     normalised_claim_text,
     transition_matrix,
+    transition_name,
     transitions,
 )
 from ragspan.tasks.reporting.stats import question_weights  # one resampler for every interval
@@ -371,7 +372,8 @@ def _render(result: dict, markdown: bool, limit: int) -> str:
               (f"{t['matched']} claims matched ({t['unchanged']} unchanged); "
                f"{t['only_in_a']} only in A, {t['only_in_b']} only in B."), ""]
     if t["changed"]:
-        lines += [("- " if markdown else "  ") + f"{c['count']} {c['from']} → {c['to']}" for c in t["changed"]]
+        lines += [("- " if markdown else "  ") + f"{c['count']} {transition_name(c['from'], c['to'])}"
+                  for c in t["changed"]]
         lines.append("")
     labels = t["labels"]
     rows = [[f, *(str(t["matrix"][f][to]) for to in labels)] for f in labels]
@@ -382,7 +384,7 @@ def _render(result: dict, markdown: bool, limit: int) -> str:
         if not items:
             lines.append("(none)")
             continue
-        rows = [[i["claim_id_a"], f"{i['label_a']} → {i['label_b']}", _clip(i["claim"])] for i in items[:limit]]
+        rows = [[i["claim_id_a"], transition_name(i["label_a"], i["label_b"]), _clip(i["claim"])] for i in items[:limit]]
         lines += _grid(["claim", "change", "text"], rows, markdown, left=3)
         if len(items) > limit:
             lines.append(f"… and {len(items) - limit} more (--limit, or --format json for all)")
