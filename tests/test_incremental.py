@@ -22,6 +22,7 @@ import pandas as pd
 import pytest
 from conftest import SAMPLE
 from ragspan.tasks.judges.verifier import Verifier
+from ragspan.tasks.reporting.matching import matched_claims
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 
@@ -162,9 +163,9 @@ def _assert_same_results(a: Path, b: Path) -> None:
 def _assert_rebuild_told(out: Path, before: pd.DataFrame, metrics: dict, change) -> None:
     """run.json, summary.md and the view name the claims whose label the rebuild moved."""
     after = pd.read_parquet(out / "diagnoses.parquet")
-    both = before.merge(after, on=["question_id", "claim_id", "claim"], suffixes=("_b", "_a"))
-    moved = both[both["label_b"] != both["label_a"]]
-    expected = Counter(f"{b} → {a}" for b, a in zip(moved["label_b"], moved["label_a"]))
+    both, _, _ = matched_claims(before, after)  # as `ragspan compare` matches them
+    moved = both[both["label_a"] != both["label_b"]]
+    expected = Counter(f"{b} → {a}" for b, a in zip(moved["label_a"], moved["label_b"]))
     told = json.loads((out / "run.json").read_text())["rebuild"]
     assert told == metrics["rebuild"]
     assert told["transitions"] == dict(expected) and told["claims_compared"] == len(both) == len(after)
@@ -172,7 +173,7 @@ def _assert_rebuild_told(out: Path, before: pd.DataFrame, metrics: dict, change)
     summary = (out / "summary.md").read_text()
     assert "What the index rebuild changed" in summary
     assert all(f"| {t.replace('_', chr(92) + '_')} | {n} |" in summary for t, n in expected.items())  # _ escaped
-    assert all(f"`{c}`" in summary for c in moved["claim_id"])
+    assert all(f"`{c}`" in summary for c in moved["claim_id_b"])
     if change is add_document:  # the new document holds two hallucinated claims
         assert expected["hallucination → retrieval_miss"] == 2
     if change is remove_document:

@@ -6,7 +6,8 @@ Pure functions over two diagnoses tables (one row per claim, docs/design.md §4)
   bootstrap confidence interval that resamples *questions* (claims of one answer are not
   independent); a change whose interval covers 0 is `within_noise`.
 - `transition_matrix`: claims matched across A and B (same question, same claim text;
-  the n-th repeat of a text matches the n-th) counted by (label in A, label in B).
+  the n-th repeat of a text matches the n-th) counted by (label in A, label in B): the
+  matching of tasks/reporting/matching.py, which the rebuild section of a run shares.
 - `worse_claims`: matched claims whose label moved down the order
   correct > rank_failure > retrieval_miss > synthesis_error > hallucination;
   `unjudged_changes`: claims that became or stopped being `unjudged` (kept apart: a
@@ -19,18 +20,25 @@ render it. tasks/io/compare_sides.py finds and loads the two sides.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from ragspan.tasks.core.taxonomy import JUDGED_LABELS, LABELS, rank_of
+from ragspan.tasks.core.taxonomy import JUDGED_LABELS, rank_of
 from ragspan.tasks.errors import QuestionsDiffer
 from ragspan.tasks.reporting.change_kind import HEADLINES, change_kind, worse_title
 from ragspan.tasks.reporting.chunker import chunker_share
 from ragspan.tasks.reporting.formatting import pct as _pct
 from ragspan.tasks.reporting.formatting import pp as _pp
+from ragspan.tasks.reporting.matching import (
+    direction,
+    matched_claims,
+    normalised_claim_text,
+    transition_matrix,
+    transition_name,
+    transitions,
+)
 from ragspan.tasks.reporting.stats import question_weights  # one resampler for every interval
 
 # Best first (the taxonomy's decision order). `unjudged` is outside the order on purpose.
@@ -168,61 +176,15 @@ def metadata_deltas(a: pd.DataFrame, b: pd.DataFrame, groups_a: pd.DataFrame, gr
 
 
 # --------------------------------------------------------------------------- matching
-
-
-def _norm(text: object) -> str:
-    return re.sub(r"\s+", " ", str(text)).strip()
-
-
-def matched_claims(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, int, int]:
-    """Claims present in both (question_id + normalised claim text + repeat index);
-    returns (matched rows with label_a/label_b, count only in A, count only in B)."""
-    def keyed(d: pd.DataFrame) -> pd.DataFrame:
-        k = d[["question_id", "claim_id", "claim", "label"]].copy()
-        k["_text"] = k["claim"].map(_norm)
-        k["_n"] = k.groupby(["question_id", "_text"]).cumcount()
-        return k
-
-    ka, kb = keyed(a), keyed(b)
-    m = ka.merge(kb, on=["question_id", "_text", "_n"], how="outer", suffixes=("_a", "_b"), indicator=True)
-    both = m[m["_merge"] == "both"]
-    matched = pd.DataFrame({
-        "question_id": both["question_id"].to_numpy(), "claim_id_a": both["claim_id_a"].to_numpy(),
-        "claim_id_b": both["claim_id_b"].to_numpy(), "claim": both["claim_a"].to_numpy(),
-        "label_a": both["label_a"].to_numpy(), "label_b": both["label_b"].to_numpy(),
-    })
-    return (matched.sort_values(["question_id", "claim_id_a"]).reset_index(drop=True),
-            int((m["_merge"] == "left_only").sum()), int((m["_merge"] == "right_only").sum()))
-
-
-def transition_matrix(matched: pd.DataFrame) -> pd.DataFrame:
-    """Counts of matched claims by label in A (rows) and label in B (columns)."""
-    labels = list(LABELS)
-    table = pd.crosstab(matched["label_a"], matched["label_b"]) if len(matched) else pd.DataFrame()
-    return table.reindex(index=labels, columns=labels, fill_value=0).astype(int).rename_axis(
-        index="A", columns="B")
-
-
-def transitions(matrix: pd.DataFrame) -> list[dict]:
-    """The off-diagonal cells, largest first: `14 rank_failure → correct`."""
-    cells = [{"from": f, "to": t, "count": int(matrix.loc[f, t])}
-             for f in matrix.index for t in matrix.columns if f != t and matrix.loc[f, t]]
-    return sorted(cells, key=lambda c: (-c["count"], c["from"], c["to"]))
-
-
-def _direction(f: str, t: str) -> str:
-    if f == t:
-        return "same"
-    if "unjudged" in (f, t):
-        return "unjudged"
-    return "worse" if _RANK[t] > _RANK[f] else "better"
+# matched_claims, transition_matrix, transitions and direction: tasks/reporting/matching.py
+# (the rebuild section of a run matches with them too).
 
 
 def worse_claims(matched: pd.DataFrame) -> pd.DataFrame:
     """Matched claims whose label got worse, worst drop first."""
     if not len(matched):
         return matched.assign(drop=pd.Series(dtype=int))
-    d = matched[[_direction(f, t) == "worse" for f, t in zip(matched["label_a"], matched["label_b"])]]
+    d = matched[[direction(f, t) == "worse" for f, t in zip(matched["label_a"], matched["label_b"])]]
     d = d.assign(drop=[_RANK[t] - _RANK[f] for f, t in zip(d["label_a"], d["label_b"])])
     return d.sort_values(["drop", "question_id", "claim_id_a"], ascending=[False, True, True]).reset_index(drop=True)
 
@@ -230,7 +192,7 @@ def worse_claims(matched: pd.DataFrame) -> pd.DataFrame:
 def unjudged_changes(matched: pd.DataFrame) -> pd.DataFrame:
     if not len(matched):
         return matched
-    keep = [_direction(f, t) == "unjudged" for f, t in zip(matched["label_a"], matched["label_b"])]
+    keep = [direction(f, t) == "unjudged" for f, t in zip(matched["label_a"], matched["label_b"])]
     return matched[keep].reset_index(drop=True)
 
 
@@ -410,7 +372,8 @@ def _render(result: dict, markdown: bool, limit: int) -> str:
               (f"{t['matched']} claims matched ({t['unchanged']} unchanged); "
                f"{t['only_in_a']} only in A, {t['only_in_b']} only in B."), ""]
     if t["changed"]:
-        lines += [("- " if markdown else "  ") + f"{c['count']} {c['from']} → {c['to']}" for c in t["changed"]]
+        lines += [("- " if markdown else "  ") + f"{c['count']} {transition_name(c['from'], c['to'])}"
+                  for c in t["changed"]]
         lines.append("")
     labels = t["labels"]
     rows = [[f, *(str(t["matrix"][f][to]) for to in labels)] for f in labels]
@@ -421,7 +384,7 @@ def _render(result: dict, markdown: bool, limit: int) -> str:
         if not items:
             lines.append("(none)")
             continue
-        rows = [[i["claim_id_a"], f"{i['label_a']} → {i['label_b']}", _clip(i["claim"])] for i in items[:limit]]
+        rows = [[i["claim_id_a"], transition_name(i["label_a"], i["label_b"]), _clip(i["claim"])] for i in items[:limit]]
         lines += _grid(["claim", "change", "text"], rows, markdown, left=3)
         if len(items) > limit:
             lines.append(f"… and {len(items) - limit} more (--limit, or --format json for all)")
@@ -440,7 +403,7 @@ def _change_lines(change: dict | None, markdown: bool) -> list[str]:
 
 
 def _clip(text: str, n: int = 90) -> str:
-    text = _norm(text)
+    text = normalised_claim_text(text)
     return text if len(text) <= n else text[: n - 1] + "…"
 
 

@@ -6,21 +6,31 @@ what the CLI, the DVC stage and the watch flow in a DVC workspace write), or the
 watch flow names (its previous record of the same index, results/history.jsonl). Their
 manifest says what they were made from; this run's says the same of it. The corpus changed
 when an input other than the run file and the questions has another md5. Claims are matched
-by question, claim id and claim text; a transition is a pair of labels (`rank_failure →
-correct`). When the run file, judge, code or params changed as well, the transitions are
-not the rebuild's alone, and `also_changed` names what else moved. docs/decisions.md #41.
+as `ragspan compare` matches them (tasks/reporting/matching.py: question, claim text up to
+whitespace, repeat index — not claim id, which a claim added before renumbers), so the two
+tell the same transitions for the same two results; a transition is a pair of labels
+(`rank_failure → correct`), a listed claim carries this run's claim id. When the run file,
+judge, code or params changed as well, the transitions are not the rebuild's alone, and
+`also_changed` names what else moved. docs/decisions.md #41.
 """
 
 from __future__ import annotations
 
 import json
-from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+from ragspan.tasks.reporting.matching import (
+    MATCH_COLUMNS,
+    direction,
+    matched_claims,
+    transition_matrix,
+    transition_name,
+    transitions,
+)
 
 MAX_LISTED = 50  # claims listed in summary.md and the artifact (run.json lists them all)
-KEY = ["question_id", "claim_id", "claim"]  # a claim, the same in two runs of its answer
 
 
 def _is_corpus(name: str) -> bool:
@@ -31,7 +41,7 @@ def previous_results(out_dir: Path) -> tuple[dict, pd.DataFrame] | None:
     """(manifest, diagnoses) of the results in `out_dir`, or None when there are none."""
     try:
         manifest = json.loads((out_dir / "manifest.json").read_text(encoding="utf-8"))
-        diagnoses = pd.read_parquet(out_dir / "diagnoses.parquet", columns=[*KEY, "label"])
+        diagnoses = pd.read_parquet(out_dir / "diagnoses.parquet", columns=MATCH_COLUMNS)
     except (OSError, ValueError, KeyError):
         return None
     return manifest, diagnoses
@@ -62,17 +72,18 @@ def rebuild_changes(previous: tuple[dict, pd.DataFrame] | None, manifest: dict, 
     corpus_new = {k: v for k, v in (manifest.get("inputs_md5") or {}).items() if _is_corpus(k)}
     if not corpus_old or corpus_old == corpus_new:
         return None
-    both = old.merge(diagnoses[[*KEY, "label"]], on=KEY, suffixes=("_before", "_after"))
-    moved = both[both["label_before"] != both["label_after"]]
-    counts = Counter(f"{a} → {b}" for a, b in zip(moved["label_before"], moved["label_after"]))
+    matched, _, _ = matched_claims(old, diagnoses)
+    moved = matched[np.array([direction(a, b) != "same" for a, b in zip(matched["label_a"], matched["label_b"])],
+                             dtype=bool)]  # an array, not a list: an empty list would select columns
     return {
         "previous_data": (before.get("data") or {}).get("dvc_md5"),
         "also_changed": what_else_changed(before, manifest),
-        "claims_compared": len(both),
-        "transitions": dict(counts.most_common()),
+        "claims_compared": len(matched),
+        "transitions": {transition_name(t["from"], t["to"]): t["count"]
+                        for t in transitions(transition_matrix(matched))},
         "claims": [{"question_id": q, "claim_id": c, "claim": t, "before": a, "after": b}
-                   for q, c, t, a, b in zip(moved["question_id"], moved["claim_id"], moved["claim"],
-                                            moved["label_before"], moved["label_after"])],
+                   for q, c, t, a, b in zip(moved["question_id"], moved["claim_id_b"], moved["claim"],
+                                            moved["label_a"], moved["label_b"])],
     }
 
 

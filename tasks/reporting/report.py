@@ -35,7 +35,7 @@ from ragspan.tasks.reporting.findings import concentration, concentration_text, 
 from ragspan.tasks.reporting.formatting import cascade_note
 from ragspan.tasks.reporting.groups import claim_groups, group_order
 from ragspan.tasks.reporting.html import assemble_page, render_report, report_middle
-from ragspan.tasks.reporting.rebuild import KEY as REBUILD_KEY
+from ragspan.tasks.reporting.matching import MATCH_COLUMNS
 from ragspan.tasks.reporting.rebuild import previous_results, rebuild_changes, rebuild_lines
 from ragspan.tasks.reporting.results_files import results_writers
 from ragspan.tasks.reporting.snapshot import Snapshot, keep_snapshot
@@ -353,7 +353,7 @@ def report_unchanged(out_dir: Path, ws: Workspace, settings: Settings, spec: Jud
     metrics = {k: v for k, v in kept.metrics.items() if k != "rebuild"}  # the same keys in the same order
     metrics["judge"] = judge_view(JudgeStats(), {}, len(ws.answers), settings, spec)
     metrics["manifest"] = _manifest(ws, settings, spec, out_dir)
-    labels = pd.read_parquet(kept.directory / "diagnoses.parquet", columns=[*REBUILD_KEY, "label"])
+    labels = pd.read_parquet(kept.directory / "diagnoses.parquet", columns=MATCH_COLUMNS)
     rebuild = rebuild_changes(previous_results(Path(previous or out_dir)), metrics["manifest"], labels)
     if rebuild is not None:
         metrics["rebuild"] = rebuild
