@@ -189,6 +189,24 @@ class Verifier:
                     competing[i][j] = d.support
         return out  # type: ignore[return-value]
 
+    def fixed_rows(self, items: Sequence[tuple[str, Sequence[str], str, bool]]) -> list[list[Row | None]]:
+        """Per item and passage, the row whose verdict is fixed without the model — the
+        claim has no content word (`_empty_row`), or the passage holds less than the model's
+        bound of its content words (the short-circuit row) — else None (the model decides).
+        Exactly the rows `rows` gives those pairs: a fixed pair competes for no marks, so
+        leaving it out of a batch changes no other pair's row. Decided per distinct claim
+        and passage text (their norm sets are cached), no per-pair object beyond the row."""
+        out: list[list[Row | None]] = []
+        bound = self.model.bound
+        short = self._short_row()
+        for claim, passages, question, whole_answer in items:
+            profile = claim_profile(claim, question or "", whole_answer)
+            if profile is None:
+                out.append([_empty_row(claim)] * len(passages))
+                continue
+            out.append([short if unsupported_bound(profile, p) < bound else None for p in passages])
+        return out
+
     @lru_cache(maxsize=1)  # noqa: B019 — one verifier per model file lives for the process
     def _short_row(self) -> Row:
         ps = self._short[0]
