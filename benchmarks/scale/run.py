@@ -161,7 +161,7 @@ def child(kind: str, ws: Path) -> dict:
 
 
 def run_child(kind: str, ws: Path) -> dict:
-    r = run_measured([PY, __file__, "--child", kind, str(ws)], cli_env(Path(tempfile.gettempdir()) / "unused"), REPO)
+    r = run_measured([PY, "-m", "benchmarks.scale.run", "--child", kind, str(ws)], cli_env(Path(tempfile.gettempdir()) / "unused"), REPO)
     res = json.loads(r["stdout"].strip().splitlines()[-1])
     res.update(wall_s=r["wall_s"], peak_rss_mb=r["peak_rss_mb"])
     return res
