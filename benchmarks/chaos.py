@@ -6,8 +6,8 @@
 
 Real parts only: the real `ragspan evaluate` CLI as a subprocess, a real `prefect server
 start` on a fixed local port, and the judge `openai` over real HTTP to the scripted
-OpenAI-compatible server of the tests (`tests/fake_openai_server.py`, as a process on a
-fixed port, so a restart keeps the judge's URL and its cache keys). The workspace comes
+OpenAI-compatible server the tests also use (`benchmarks/_support/fake_openai_server.py`,
+as a process on a fixed port, so a restart keeps the judge's URL and its cache keys). The workspace comes
 from the scale benchmark's generator (benchmarks/scale/generate.py).
 
 First a clean run (model `m-ref`) writes the results and gives the reference diagnoses;
@@ -61,7 +61,7 @@ from benchmarks.scale.generate import write_workspace
 
 BIN = Path(sys.executable).parent
 RAGSPAN = str(BIN / "ragspan")
-FAKE_JUDGE = ROOT / "tests" / "fake_openai_server.py"
+FAKE_JUDGE = ROOT / "benchmarks" / "_support" / "fake_openai_server.py"
 FAULTS = ("kill-evaluate", "kill-prefect", "stop-prefect", "kill-judge", "corrupt-store", "no-space", "concurrent")
 TIMED = ("kill-evaluate", "kill-prefect", "stop-prefect", "kill-judge", "concurrent")
 SIZES = {"small": (400, 40), "large": (100_000, 10_000)}

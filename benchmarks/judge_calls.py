@@ -22,7 +22,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
-from tests.fake_openai_server import FakeOpenAIServer  # the scripted server lives with the tests
+from benchmarks._support.fake_openai_server import FakeOpenAIServer
 
 
 def evaluate_sample(server: FakeOpenAIServer, work: Path) -> dict:

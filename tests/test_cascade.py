@@ -8,11 +8,12 @@ import re
 import pandas as pd
 import pytest
 from conftest import SAMPLE
-from fake_openai_server import FakeOpenAIServer, user_text
 from ragspan.flows.cli import main
 from ragspan.tasks.judges.base import JudgeFailure, Verdict
 from ragspan.tasks.judges.cascade import needs_llm
 from ragspan.tasks.reporting.results_files import read_results
+
+from benchmarks._support.fake_openai_server import FakeOpenAIServer, user_text
 
 
 def _v(verdict: str, support: float) -> Verdict:

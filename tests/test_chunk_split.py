@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from fake_openai_server import FakeOpenAIServer
 from ragspan.flows.cli import main
 from ragspan.tasks.core import schemas
 from ragspan.tasks.core.chunk_split import (
@@ -23,6 +22,8 @@ from ragspan.tasks.core.chunk_split import (
     window,
 )
 from ragspan.tasks.reporting.results_files import read_results
+
+from benchmarks._support.fake_openai_server import FakeOpenAIServer
 
 LEAD = "The Aral Sea lies in Central Asia, between Kazakhstan in the north and Uzbekistan in the south. "
 EVIDENCE = ("The Aral Sea was once the fourth largest lake in the world, covering sixty-eight thousand "

@@ -24,8 +24,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from fake_openai_server import FakeOpenAIServer
 from ragspan.tasks.reporting.results_files import read_results
+
+from benchmarks._support.fake_openai_server import FakeOpenAIServer
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-DOCS = sorted([REPO / "README.md", REPO / "BENCHMARKS.md", REPO / "SECURITY.md", *(REPO / "docs").glob("*.md")])
-ROOTS = ("tasks", "flows", "benchmarks", "tests", "scripts", "docs", "data")
+DOCS = sorted([REPO / "README.md", REPO / "BENCHMARKS.md", REPO / "SECURITY.md", REPO / "training" / "README.md",
+               *(REPO / "docs").glob("*.md")])
+ROOTS = ("tasks", "flows", "benchmarks", "training", "tests", "scripts", "docs", "data")
 _CODE = re.compile(r"`([^`\n]+)`")
 _PATH = re.compile(r"^((?:" + "|".join(ROOTS) + r")/[\w./*<>{}@-]*)")
 _PLACEHOLDER = re.compile(r"[<{]|\b[A-Z]{3,}\b")

@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, SAMPLE
-from fake_openai_server import FakeOpenAIServer, smart_reply
 from ragspan.tasks.errors import DiskFull, OutputBusy
 from ragspan.tasks.reporting.results_files import read_results
 from servers import wait_for
+
+from benchmarks._support.fake_openai_server import FakeOpenAIServer, smart_reply
 
 RAGSPAN = str(Path(sys.executable).with_name("ragspan"))
 pytestmark = pytest.mark.usefixtures("prefect_server")

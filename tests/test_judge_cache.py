@@ -16,10 +16,11 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from fake_openai_server import FakeOpenAIServer, refusal, server_error
 from ragspan.flows.cli import cache as cache_cmd
 from ragspan.tasks.judges.cache import JudgeCache, cache_key, endpoint_label
 from ragspan.tasks.judges.openai_judge import OpenAIJudge, openai_spec
+
+from benchmarks._support.fake_openai_server import FakeOpenAIServer, refusal, server_error
 
 REPO = Path(__file__).resolve().parents[1]
 PY = sys.executable

@@ -8,9 +8,10 @@ import socket
 
 import pytest
 from conftest import SAMPLE
-from fake_openai_server import FakeOpenAIServer, Reply
 from ragspan.flows.cli import main
 from ragspan.tasks.judges.cache import JudgeCache, endpoint_label
+
+from benchmarks._support.fake_openai_server import FakeOpenAIServer, Reply
 
 
 @pytest.fixture(autouse=True)

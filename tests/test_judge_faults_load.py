@@ -16,7 +16,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from fake_openai_server import (
+from ragspan.tasks.core.schemas import LABELS
+from ragspan.tasks.reporting.results_files import read_results
+
+from benchmarks._support.fake_openai_server import (
     FakeOpenAIServer,
     Reply,
     garbage,
@@ -25,8 +28,6 @@ from fake_openai_server import (
     slow,
     smart_reply,
 )
-from ragspan.tasks.core.schemas import LABELS
-from ragspan.tasks.reporting.results_files import read_results
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 

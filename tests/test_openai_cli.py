@@ -8,9 +8,10 @@ import json
 import pandas as pd
 import pytest
 from conftest import SAMPLE
-from fake_openai_server import FakeOpenAIServer
 from ragspan.flows.cli import main
 from ragspan.tasks.reporting.results_files import read_results
+
+from benchmarks._support.fake_openai_server import FakeOpenAIServer
 
 
 @pytest.fixture
@@ -52,7 +53,7 @@ def _judge_marking_changed_numbers(body: dict):
     the passage says instead — an LLM judge's answer-side spans."""
     import re
 
-    from fake_openai_server import (
+    from benchmarks._support.fake_openai_server import (
         _tag,
         completion,
         schema_name,

@@ -15,7 +15,13 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
-from fake_openai_server import (
+from ragspan.tasks.errors import ConfigError
+from ragspan.tasks.judges import judge_spec, make_judge
+from ragspan.tasks.judges.base import ClaimText, JudgeFailure, Verdict
+from ragspan.tasks.judges.cache import JudgeCache
+from ragspan.tasks.judges.openai_judge import OpenAIJudge, _retry_after, estimated_cost, openai_spec
+
+from benchmarks._support.fake_openai_server import (
     FakeOpenAIServer,
     Reply,
     completion,
@@ -27,11 +33,6 @@ from fake_openai_server import (
     slow,
     truncated,
 )
-from ragspan.tasks.errors import ConfigError
-from ragspan.tasks.judges import judge_spec, make_judge
-from ragspan.tasks.judges.base import ClaimText, JudgeFailure, Verdict
-from ragspan.tasks.judges.cache import JudgeCache
-from ragspan.tasks.judges.openai_judge import OpenAIJudge, _retry_after, estimated_cost, openai_spec
 
 CANARY = "sk-canary-7f3a9c1e5b-DO-NOT-LEAK"
 
@@ -522,7 +523,7 @@ def test_a_non_format_rejection_stops_the_run_early_and_a_success_resets_the_cou
     assert server.count == 2 and all(f.kind == "rejected" for f in out)
     assert "ragspan judge check" in out[0].detail
     # rejections that are not in a row do not stop anything
-    from fake_openai_server import smart_reply
+    from benchmarks._support.fake_openai_server import smart_reply
     server.reset()
     replies = iter([True, False, True, False, True, False])
     server.handler = lambda body: (Reply(status=400, body={"error": {"message": "bad"}}) if next(replies)

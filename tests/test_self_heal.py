@@ -18,10 +18,11 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 from conftest import SAMPLE
-from fake_openai_server import FakeOpenAIServer
 from ragspan.tasks.io import heal, sqlite_heal
 from ragspan.tasks.judges.cache import JudgeCache
 from ragspan.tasks.judges.openai_judge import OpenAIJudge, openai_spec
+
+from benchmarks._support.fake_openai_server import FakeOpenAIServer
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -1,10 +1,10 @@
 """Leave one dataset out: every local-judge design and the baselines, one table per set.
 
     .venv/bin/python -m benchmarks.lodo.run [--limit 1500] [--seed 13] [--no-contexttrace]
-        [--name NAME] [--install]
+        [--name NAME]
 
 For each of the eight sets (benchmarks/lodo/sets.py; the dialogue pair is one), every
-design is fitted on the other seven (benchmarks/lodo/fit.py) and predicts it; the verdicts
+design is fitted on the other seven (training/local_judge.py) and predicts it; the verdicts
 come from the verifier's own `decide` on the judge's own features, so they are the
 pipeline's verdicts for a claim judged against its passages (the best-covering pair
 decides). Per set and design: balanced accuracy (supported vs not), AUC and ECE of the
@@ -19,11 +19,12 @@ regression over 7 plain coverage features fitted leave-one-set-out, no rules, an
 features, supported at P >= its threshold 0.35, without its guards).
 
 The design is chosen by the table: the highest mean balanced accuracy, unless a simpler
-design (earlier in fit.DESIGNS) is within 0.01 on the mean and not lower on the minimum.
+design (earlier in training.local_judge.DESIGNS) is within 0.01 on the mean and not lower on the minimum.
 Planted failures (benchmarks/lodo/planted.py) are judged by each design fitted on all
 eight sets — they are never trained on. Within-set 5-fold CV of the chosen design is a
-secondary column. --install writes the chosen design fitted on all eight sets to
-tasks/judges/verifier/local-5.json. Figures: benchmarks/results/lodo-<name>.json.
+secondary column. Figures: benchmarks/results/lodo-<name>.json. The benchmark writes no
+model file: `python -m training.local_judge --design CHOSEN` fits the chosen design on all
+eight sets and writes tasks/judges/verifier/local-5.json.
 """
 
 from __future__ import annotations
@@ -39,22 +40,22 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.lodo import fit as F
+from benchmarks.lodo import metrics as M
 from benchmarks.lodo import planted as P
 from benchmarks.lodo import sets as S
+from training import local_judge as F
 
 REPO = Path(__file__).resolve().parents[2]
 LOCAL4 = Path(__file__).resolve().parent / "local-4.json"
-INSTALL_TO = REPO / "tasks" / "judges" / "verifier" / "local-5.json"
 SPAN_SETS = ("wice", "clapnq")
 
 
 def scores(p: np.ndarray, pred: np.ndarray, y: np.ndarray) -> dict:
     return {
         "n": len(y),
-        "balanced_accuracy": round(F.balanced_accuracy(pred, y), 4),
-        "auc": None if (a := F.auc(p, y)) is None else round(a, 4),
-        "ece": round(F.ece(p, y), 4),
+        "balanced_accuracy": round(M.balanced_accuracy(pred, y), 4),
+        "auc": None if (a := M.auc(p, y)) is None else round(a, 4),
+        "ece": round(M.ece(p, y), 4),
         "uncertain": round(float((np.abs(p - 0.5) < 0.1).mean()), 4),
         "predicted_supported": round(float(pred.mean()), 4),
     }
@@ -179,7 +180,7 @@ def within_set(rows: F.Rows, design: str, folds: int = 5, seed: int = 13) -> dic
             m = _fit_single(rows, train, design)
             _, pr, _ = F.predict(m, X[test], empty[test])
             preds[test] = pr
-        out[name] = round(F.balanced_accuracy(preds[idx], y[idx]), 4)
+        out[name] = round(M.balanced_accuracy(preds[idx], y[idx]), 4)
     return out
 
 
@@ -274,7 +275,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=13)
     ap.add_argument("--no-contexttrace", action="store_true")
     ap.add_argument("--name", default="local-5")
-    ap.add_argument("--install", action="store_true", help="write the chosen design to " + str(INSTALL_TO))
     ap.add_argument("--pipeline", default="", help="comma-separated sets to re-run through `ragspan evaluate` "
                     "(held out, chosen design); 'all' for every set")
     args = ap.parse_args(argv)
@@ -330,11 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     out = REPO / "benchmarks" / "results" / f"lodo-{args.name}.json"
     out.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     print(f"\n{doc['seconds']}s; written to {out}")
-    if args.install:
-        model = F.fit_model(rows, np.ones(len(rows.y), bool), chosen)
-        model["trained_on_sets"] = "leave-one-dataset-out design choice; fitted on all eight sets"
-        F.write(model, INSTALL_TO)
-        print(f"installed {chosen} as {INSTALL_TO}")
+    print(f"to ship it: .venv/bin/python -m training.local_judge --design {chosen} "
+          f"--limit {args.limit} --seed {args.seed}")
     return 0
 
 

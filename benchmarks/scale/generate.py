@@ -4,9 +4,11 @@
 
 Real sentences, recombined: the sentence pool is every sentence of the XQuAD paragraphs
 and ClapNQ passages in `../shared/data` (read at run time, never copied into the repo;
-`RAGSPAN_BENCH_DATA` overrides the folder), cut with ragspan's own sentence splitter and
-kept when it is one clean sentence (40–300 characters, ≥ 6 words, ends in . ! ?). 10 % of
-the pool is held out of the corpus: the hallucinations are drawn from it.
+`RAGSPAN_BENCH_DATA` overrides the folder) — or, when that folder is absent or with
+`--source sample`, of the bundled data/sample corpus (a few hundred sentences: small
+workspaces, as the tests build) — cut with ragspan's own sentence splitter and kept when
+it is one clean sentence (40–300 characters, ≥ 6 words, ends in . ! ?).
+10 % of the pool is held out of the corpus: the hallucinations are drawn from it.
 
 - corpus: documents of 1–8 chunks; a chunk is 3–5 pool sentences joined by spaces;
   chunks are separated by a blank line; `chunks.jsonl` gives their exact offsets.
@@ -43,6 +45,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+SAMPLE_CORPUS = HERE.parents[1] / "data" / "sample" / "corpus.jsonl"
 
 LABEL_MIX = {"correct": 0.45, "rank_failure": 0.15, "retrieval_miss": 0.15, "synthesis_error": 0.12,
              "hallucination": 0.13}
@@ -51,19 +54,36 @@ TOPICS = ("storage", "compute", "network", "billing", "security", "database", "h
 TOP_K, CONTEXT_K = 10, 3
 _NUMBER = re.compile(r"(?<![\w.,$])\d{1,4}(?![\w.,%])")
 _END = re.compile(r"[.!?]$")
+_MARKUP = re.compile(r"[#|`*>]|^\s*[-\d]")  # data/sample's Markdown lines: headings, tables, code, lists
+_FAQ = re.compile(r"^[QA]: ")
 
 
-def sentence_pool() -> list[str]:
-    from ragspan.tasks.core.text import sentence_spans
+def _texts(source: str | None) -> list[str]:
+    """The documents the pool is cut from: "shared" (XQuAD paragraphs and ClapNQ passages
+    from ../shared/data), "sample" (the bundled data/sample corpus: a few hundred
+    sentences, enough for a small workspace such as the tests'); default: shared when
+    its data is there, else the sample."""
+    from benchmarks._data import CLAPNQ, XQUAD, load_clapnq, load_xquad
 
-    from benchmarks._data import load_clapnq, load_xquad
-
+    if source is None:
+        source = "shared" if XQUAD.exists() and CLAPNQ.exists() else "sample"
+    if source == "sample":
+        with open(SAMPLE_CORPUS, encoding="utf-8") as f:
+            docs = [json.loads(line)["text"] for line in f if line.strip()]
+        # its Markdown's prose lines only (no heading, table, code or list), FAQ prefixes cut
+        return ["\n".join(_FAQ.sub("", ln) for ln in d.splitlines() if not _MARKUP.search(ln)) for d in docs]
     xdocs, _ = load_xquad()
     cdocs, _ = load_clapnq()
+    return [d.text for d in xdocs + cdocs]
+
+
+def sentence_pool(source: str | None = None) -> list[str]:
+    from ragspan.tasks.core.text import sentence_spans
+
     seen, pool = set(), []
-    for d in xdocs + cdocs:
-        for s, e in sentence_spans(d.text):
-            t = " ".join(d.text[s:e].split())
+    for text in _texts(source):
+        for s, e in sentence_spans(text):
+            t = " ".join(text[s:e].split())
             if (40 <= len(t) <= 300 and len(t.split()) >= 6 and _END.search(t) and ";" not in t
                     and t not in seen and len(sentence_spans(t)) == 1):
                 seen.add(t)
@@ -183,10 +203,12 @@ def _check_constraints(rec: dict, claims: list[tuple[str, str]], corpus: Corpus,
     return True
 
 
-def write_workspace(out: Path, n_chunks: int, n_answers: int, seed: int = 13, changed_share: float = 0.05) -> dict:
+def write_workspace(out: Path, n_chunks: int, n_answers: int, seed: int = 13, changed_share: float = 0.05,
+                    source: str | None = None) -> dict:
+    """The workspace in `out`; its sentences from `source` (see `_texts`)."""
     t0 = time.perf_counter()
     rng = random.Random(seed)
-    pool = sentence_pool()
+    pool = sentence_pool(source)
     order = list(range(len(pool)))
     rng.shuffle(order)
     held_out = sorted(order[: len(pool) // 10])
@@ -260,8 +282,10 @@ def main() -> None:
     ap.add_argument("--answers", type=int, default=100)
     ap.add_argument("--seed", type=int, default=13)
     ap.add_argument("--out", required=True, help="workspace directory (outside the repo, or gitignored)")
+    ap.add_argument("--source", choices=["shared", "sample"], default=None,
+                    help="sentences from ../shared/data (default when present) or the bundled data/sample")
     a = ap.parse_args()
-    print(json.dumps(write_workspace(Path(a.out), a.chunks, a.answers, a.seed)))
+    print(json.dumps(write_workspace(Path(a.out), a.chunks, a.answers, a.seed, source=a.source)))
 
 
 if __name__ == "__main__":

@@ -8,9 +8,9 @@ A size is CHUNKSxANSWERS. For each size the workspace is generated (generate.py,
 --work, default a temporary directory; never inside the repository) and measured:
 
 - cold: the real CLI, `ragspan evaluate --data WS --run scale --quiet`, as a subprocess
-  with a fresh RAGSPAN_HOME (no index, no Prefect cache, its own temporary Prefect
-  server). Wall time; peak RSS of the process tree (psutil, sampled every 50 ms: the
-  CLI plus the temporary Prefect server it starts), and of the largest process.
+  with a fresh RAGSPAN_HOME (no index, no Prefect cache, its own local Prefect server),
+  measured by the re-run harness (harness.py): wall and CPU time, peak RSS of the
+  process tree (psutil, sampled every 50 ms) and of the largest process.
 - per step, two ways:
   * in the flow: RAGSPAN_TIMINGS (flows/ledger.py) records the wall time of every Prefect
     task call — load, build-index, each shard's decompose / extract / validate-offsets /
@@ -42,108 +42,18 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
-from ragspan.tasks.reporting.results_files import read_results
+from benchmarks.scale import harness
+from benchmarks.scale.harness import cli_env, run_measured
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 PY = sys.executable
-RAGSPAN = str(Path(PY).parent / "ragspan")
 QUICK = "1000x100,3000x300,10000x1000"
 STEPS = ("load", "build-index", "decompose", "extract", "validate-offsets", "corpus-search", "diagnose",
          "chunk-windows", "chunk-split", "report")
-
-
-# ------------------------------------------------------------------ measuring a process
-
-
-def _tree_rss(p) -> tuple[int, int]:
-    import psutil
-
-    total = largest = 0
-    try:
-        procs = [p] + p.children(recursive=True)
-    except psutil.Error:
-        return 0, 0
-    for q in procs:
-        try:
-            r = q.memory_info().rss
-        except psutil.Error:
-            continue
-        total += r
-        largest = max(largest, r)
-    return total, largest
-
-
-def run_measured(cmd: list[str], env: dict, cwd: Path) -> dict:
-    """Run `cmd`; wall time and peak RSS of its process tree (sum) and of its largest process."""
-    import psutil
-
-    t0 = time.perf_counter()
-    start = time.time()
-    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    ps = psutil.Process(proc.pid)
-    peak = {"tree": 0, "largest": 0}
-    done = threading.Event()
-
-    def poll() -> None:
-        while not done.is_set():
-            tree, largest = _tree_rss(ps)
-            peak["tree"] = max(peak["tree"], tree)
-            peak["largest"] = max(peak["largest"], largest)
-            done.wait(0.05)
-
-    t = threading.Thread(target=poll, daemon=True)
-    t.start()
-    out, err = proc.communicate()
-    wall = time.perf_counter() - t0
-    done.set()
-    t.join()
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{err[-3000:]}")
-    return {"wall_s": round(wall, 2), "start": start, "peak_rss_mb": round(peak["tree"] / 2**20),
-            "peak_rss_largest_mb": round(peak["largest"] / 2**20), "stdout": out}
-
-
-API_URL: str | None = None  # set by --server: a running Prefect server instead of a temporary one
-# --prefect ephemeral: Prefect's temporary server inside every process (how every run went
-# before the local server); default "auto": each state dir's local server, started by its
-# cold run and reused by the re-runs (flows/local_server.py), stopped after each repeat.
-PREFECT_MODE = "auto"
-
-
-def _env(home: Path, timings: Path | None = None) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "RAGSPAN_"))}
-    env["RAGSPAN_HOME"] = str(home)
-    env["RAGSPAN_PREFECT_SERVER"] = PREFECT_MODE
-    if API_URL:
-        env["PREFECT_API_URL"] = API_URL
-    if timings is not None:
-        env["RAGSPAN_TIMINGS"] = str(timings)
-    return env
-
-
-def evaluate(ws: Path, home: Path, out: Path, timings: Path | None, runner: str) -> dict:
-    cmd = [RAGSPAN, "evaluate", "--data", str(ws), "--run", "scale", "--out", str(out), "--quiet",
-           "--task-runner", runner]
-    r = run_measured(cmd, _env(home, timings), ws)
-    m = read_results(out)
-    r.pop("stdout")
-    r.update(claims=m["claims"], judge_calls=m["judge"]["calls"], task_states=m["judge"]["task_states"],
-             answers_reused=m["judge"].get("answers_reused", 0),
-             labels={k: v["count"] for k, v in m["labels"].items()})
-    if timings is not None and timings.exists():
-        recs = [json.loads(line) for line in timings.read_text().splitlines()]
-        steps: dict[str, float] = {}
-        for rec in recs:
-            steps[rec["step"]] = steps.get(rec["step"], 0.0) + rec["seconds"]
-        r["flow_steps_s"] = {k: round(v, 2) for k, v in steps.items()}
-        first = min(rec["start"] for rec in recs)
-        r["before_flow_s"] = round(first - r["start"], 2)  # interpreter, imports, CLI check, server start
-    return r
 
 
 # ------------------------------------------------------------------ child processes
@@ -251,7 +161,7 @@ def child(kind: str, ws: Path) -> dict:
 
 
 def run_child(kind: str, ws: Path) -> dict:
-    r = run_measured([PY, __file__, "--child", kind, str(ws)], _env(Path(tempfile.gettempdir()) / "unused"), REPO)
+    r = run_measured([PY, "-m", "benchmarks.scale.run", "--child", kind, str(ws)], cli_env(Path(tempfile.gettempdir()) / "unused"), REPO)
     res = json.loads(r["stdout"].strip().splitlines()[-1])
     res.update(wall_s=r["wall_s"], peak_rss_mb=r["peak_rss_mb"])
     return res
@@ -282,16 +192,14 @@ def measure(work: Path, chunks: int, answers: int, repeats: int, runner: str, re
                  "cold": [], "unchanged": [], "changed": []}
     res["floor"] = [run_child("floor", ws) for _ in range(repeats)]
     res["pure"] = run_child("steps", ws)
+    runs = [("cold", ws, work / "out-cold")]
+    if reruns:
+        runs += [("unchanged", ws, work / "out-unchanged"), ("changed", ws / "changed", work / "out-changed")]
     for i in range(repeats):
         home = work / f"home-{chunks}x{answers}-{i}"
         shutil.rmtree(home, ignore_errors=True)
-        timings = work / f"timings-{chunks}x{answers}-{i}.jsonl"
-        timings.unlink(missing_ok=True)
-        res["cold"].append(evaluate(ws, home, work / "out-cold", timings, runner))
-        if reruns:
-            res["unchanged"].append(evaluate(ws, home, work / "out-unchanged", None, runner))
-            res["changed"].append(evaluate(ws / "changed", home, work / "out-changed", None, runner))
-        subprocess.run([RAGSPAN, "server", "stop"], env=_env(home), cwd=work, capture_output=True, check=False)
+        for name, r in harness.evaluate_in_turn(runs, home, runner).items():
+            res[name].append(r)
         shutil.rmtree(home, ignore_errors=True)
     cold = median([r["wall_s"] for r in res["cold"]])
     floor = median([f["wall_s"] for f in res["floor"]])
@@ -311,7 +219,7 @@ def measure(work: Path, chunks: int, answers: int, repeats: int, runner: str, re
         "prefect_overhead_s": round(cold - pure_total, 2),
         "before_flow_s": median([r.get("before_flow_s", 0.0) for r in res["cold"]]),
         "pure_steps_s": {k: res["pure"].get(k, 0.0) for k in STEPS},
-        "flow_steps_s": {k: median([r.get("flow_steps_s", {}).get(k, 0.0) for r in res["cold"]]) for k in STEPS},
+        "flow_steps_s": {k: median([r["steps_s"].get(k, 0.0) for r in res["cold"]]) for k in STEPS},
         # issue 30: the chunk split's own cost (windows, their judge pass, the flags), pure
         "chunk_split_s": split_s,
         "chunk_split_share_of_pure": round(split_s / pure_total, 4) if pure_total else None,
@@ -443,11 +351,10 @@ def plot_svg(results: list[dict], g: dict) -> str:
 
 
 def start_server(work: Path) -> subprocess.Popen:
-    """`prefect server start` on a free local port, its own PREFECT_HOME; sets API_URL."""
+    """`prefect server start` on a free local port, its own PREFECT_HOME; sets harness.API_URL."""
     import socket
     import urllib.request
 
-    global API_URL
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -462,7 +369,7 @@ def start_server(work: Path) -> subprocess.Popen:
     for _ in range(240):
         try:
             urllib.request.urlopen(url + "/health", timeout=1)
-            API_URL = url
+            harness.API_URL = url
             return proc
         except OSError:
             time.sleep(0.5)
@@ -489,8 +396,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.child:
         print(json.dumps(child(a.child[0], Path(a.child[1]))))
         return 0
-    global PREFECT_MODE
-    PREFECT_MODE = a.prefect
+    harness.PREFECT_MODE = a.prefect
     sizes = [tuple(int(v) for v in s.lower().split("x")) for s in a.sizes.split(",") if s]
     work = Path(a.work) if a.work else Path(tempfile.mkdtemp(prefix="ragspan-scale-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -511,7 +417,7 @@ def measure_all(work: Path, sizes: list[tuple[int, ...]], a: argparse.Namespace)
     for chunks, answers in sizes:
         print(f"measuring {chunks:,} chunks × {answers:,} answers ...", file=sys.stderr, flush=True)
         results.append(measure(work, chunks, answers, a.repeats, a.task_runner, not a.no_reruns))
-        results[-1]["prefect_server"] = "running (PREFECT_API_URL)" if API_URL else "temporary, per process"
+        results[-1]["prefect_server"] = "running (PREFECT_API_URL)" if harness.API_URL else "temporary, per process"
         print(json.dumps(results[-1]["summary"]), file=sys.stderr, flush=True)
     return results
 

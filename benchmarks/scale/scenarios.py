@@ -2,9 +2,11 @@
 in the same sitting (issue 29).
 
     .venv/bin/python -m benchmarks.scale.scenarios --size 100000x10000 --work /tmp/scalework --check
+    .venv/bin/python -m benchmarks.scale.scenarios --size 300x30 --work /tmp/tiny --check \
+        --scenarios "cold,5 % documents" --json /tmp/tiny/scenarios.json     # the check alone, small
 
-One state dir, the real CLI (`ragspan evaluate --quiet`, as in run.py), one run after the
-other:
+One state dir, the real CLI (`ragspan evaluate --quiet`) through the re-run harness
+(harness.py), one run after the other:
 
 | scenario | data | what it is |
 |---|---|---|
@@ -17,10 +19,12 @@ other:
 Each row: wall and CPU seconds (the CLI and every process it waited for — judge workers
 included, not the Prefect server it leaves running), each as a ratio to the cold run's,
 and what run.json counts: answers reused, (claim, passage) pairs judged, verdicts reused.
+`--scenarios` runs only the named rows (cold first; the others in table order).
 `--check` adds a cold run of WS/docs-changed in a fresh state dir and compares its tables
-and metrics with the incremental run's (they must be identical). The workspace and its
-variants come from generate.py (corpus_variants.py adds the corpus ones to an existing
-workspace). JSON in benchmarks/results/scenarios-NAME.json.
+and metrics with the incremental run's: they must be identical (exit status 1 when they
+are not). The workspace and its variants come from generate.py (corpus_variants.py adds
+the corpus ones to an existing workspace). JSON in benchmarks/results/scenarios-NAME.json,
+or --json PATH.
 """
 
 from __future__ import annotations
@@ -28,42 +32,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-
-from benchmarks.scale.run import RAGSPAN, REPO, _env, run_measured, workspace
+from benchmarks.scale.harness import evaluate_in_turn
+from benchmarks.scale.run import REPO, workspace
 
 SCENARIOS = (("cold", "."), ("unchanged", "."), ("5 % answers", "changed"), ("5 % documents", "docs-changed"),
              ("re-chunked", "rechunked"))
+CHECKED = "5 % documents"  # --check: this incremental run against a cold one of the same data
 TABLES = ("claims", "spans", "diagnoses", "answer_spans")
-
-
-def _children_cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
-
-
-def evaluate(data: Path, home: Path, out: Path) -> dict:
-    """One CLI run: wall, CPU, peak RSS, run.json's counters and the flow's step times
-    (RAGSPAN_TIMINGS, flows/ledger.py: thread-seconds, two shards side by side)."""
-    timings = out.with_name(out.name + "-timings.jsonl")
-    timings.unlink(missing_ok=True)
-    cpu = _children_cpu()
-    r = run_measured([RAGSPAN, "evaluate", "--data", str(data), "--run", "scale", "--out", str(out), "--quiet"],
-                     _env(home, timings), data)
-    judge = json.loads((out / "run.json").read_text())["judge"]
-    steps: dict[str, float] = {}
-    for line in timings.read_text().splitlines() if timings.exists() else ():
-        rec = json.loads(line)
-        steps[rec["step"]] = round(steps.get(rec["step"], 0.0) + rec["seconds"], 2)
-    return {"wall_s": r["wall_s"], "cpu_s": round(_children_cpu() - cpu, 2), "peak_rss_mb": r["peak_rss_mb"],
-            **{k: judge.get(k, 0) for k in ("answers_reused", "pairs_judged", "verdicts_reused", "marks_rejudged",
-                                             "calls")}, "steps_s": steps}
 
 
 def same_results(a: Path, b: Path) -> list[str]:
@@ -76,21 +55,19 @@ def same_results(a: Path, b: Path) -> list[str]:
     return differ
 
 
-def stop_server(home: Path, work: Path) -> None:
-    subprocess.run([RAGSPAN, "server", "stop"], env=_env(home), cwd=work, capture_output=True, check=False)
+def _out(work: Path, sub: str) -> Path:
+    return work / f"out-{sub.strip('.') or 'base'}"
 
 
-def measure(ws: Path, work: Path, check: bool) -> dict:
+def _progress(name: str, row: dict) -> None:
+    print(f"{name}: {json.dumps(row)}", file=sys.stderr, flush=True)
+
+
+def measure(ws: Path, work: Path, check: bool, names: tuple[str, ...] = tuple(n for n, _ in SCENARIOS)) -> dict:
     home = work / "home-scenarios"
     shutil.rmtree(home, ignore_errors=True)
-    rows: dict[str, dict] = {}
-    try:
-        for name, sub in SCENARIOS:
-            print(f"{name} ...", file=sys.stderr, flush=True)
-            rows[name] = evaluate((ws / sub).resolve(), home, work / f"out-{sub.strip('.') or 'base'}")
-            print(json.dumps(rows[name]), file=sys.stderr, flush=True)
-    finally:
-        stop_server(home, work)
+    runs = [(name, ws / sub, _out(work, sub)) for name, sub in SCENARIOS if name in names]
+    rows = evaluate_in_turn(runs, home, progress=_progress)
     cold = rows["cold"]
     for r in rows.values():
         r["wall_x_cold"] = round(r["wall_s"] / cold["wall_s"], 3)
@@ -99,12 +76,10 @@ def measure(ws: Path, work: Path, check: bool) -> dict:
     if check:
         fresh = work / "home-check"
         shutil.rmtree(fresh, ignore_errors=True)
-        try:
-            out["docs_changed_cold"] = evaluate((ws / "docs-changed").resolve(), fresh, work / "out-docs-cold")
-        finally:
-            stop_server(fresh, work)
-            shutil.rmtree(fresh, ignore_errors=True)
-        out["docs_changed_differs_from_cold"] = same_results(work / "out-docs-changed", work / "out-docs-cold")
+        cold_out = work / "out-docs-cold"
+        out["docs_changed_cold"] = evaluate_in_turn([("cold", ws / "docs-changed", cold_out)], fresh)["cold"]
+        shutil.rmtree(fresh, ignore_errors=True)
+        out["docs_changed_differs_from_cold"] = same_results(_out(work, "docs-changed"), cold_out)
     out["load_avg_end"] = os.getloadavg()
     shutil.rmtree(home, ignore_errors=True)
     return out
@@ -134,23 +109,32 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", default="100000x10000", help="CHUNKSxANSWERS")
     ap.add_argument("--work", required=True, help="where the workspace (ws-CHUNKSxANSWERS) and state go")
     ap.add_argument("--check", action="store_true", help="compare the 5 %%-documents run with a cold one")
+    ap.add_argument("--scenarios", default=None,
+                    help="comma-separated rows to run (default all): "
+                    + ", ".join(n for n, _ in SCENARIOS).replace("%", "%%"))
     ap.add_argument("--name", default=None, help="results name: benchmarks/results/scenarios-NAME.json")
+    ap.add_argument("--json", type=Path, default=None, help="write the results here instead")
     a = ap.parse_args(argv)
+    names = tuple(n for n, _ in SCENARIOS) if a.scenarios is None else tuple(a.scenarios.split(","))
+    unknown = set(names) - {n for n, _ in SCENARIOS}
+    if unknown or "cold" not in names or (a.check and CHECKED not in names):
+        ap.error(f"--scenarios: names from {[n for n, _ in SCENARIOS]}, 'cold' among them"
+                 + (f" and '{CHECKED}' (--check)" if a.check else "") + (f"; unknown: {sorted(unknown)}" if unknown else ""))
     chunks, answers = (int(v) for v in a.size.lower().split("x"))
-    work = Path(a.work)
+    work = Path(a.work).resolve()
     work.mkdir(parents=True, exist_ok=True)
     ws = workspace(work, chunks, answers)
     if not (ws / "docs-changed").exists() or not (ws / "rechunked").exists():
         from benchmarks.scale.corpus_variants import write_corpus_variants
 
         write_corpus_variants(ws)
-    res = {"size": a.size, "cpus": os.cpu_count(), **measure(ws, work, a.check)}
+    res = {"size": a.size, "cpus": os.cpu_count(), **measure(ws, work, a.check, names)}
     print(table(res))
-    dest = REPO / "benchmarks" / "results" / f"scenarios-{a.name or a.size}.json"
+    dest = a.json or REPO / "benchmarks" / "results" / f"scenarios-{a.name or a.size}.json"
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_text(json.dumps(res, indent=2) + "\n")
     print(f"\nwrote {dest}")
-    return 0
+    return 1 if res.get("docs_changed_differs_from_cold") else 0
 
 
 if __name__ == "__main__":

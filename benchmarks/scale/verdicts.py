@@ -1,14 +1,18 @@
 """Every local-judge verdict row over a scale workspace, to check a judge change changes nothing.
 
     .venv/bin/python -m benchmarks.scale.verdicts WS [--answers 1000] [--dump rows.json] [--repeats 1]
+        [--check] [--compare rows-before.json]
 
 WS is a workspace from benchmarks/scale/generate.py (corpus.jsonl, chunks.jsonl,
 questions.csv, runs/scale.jsonl). The first --answers answers are split into claims as
 the local judge splits them, and each claim is judged against every chunk its answer
 retrieved, as the pipeline's extract step asks (`whole_answer` for a one-claim answer).
 --dump writes every row (verdict, confidence, support, quote, quote_start, reason, marks)
-with its (answer, claim, passage) key as JSON: two dumps of the same workspace, before
-and after a change, must be byte-identical (`cmp`).
+with its (answer, claim, passage) key and what the pair competes with for the marks, as
+JSON: two dumps of the same workspace, before and after a change, must be byte-identical
+(`cmp`, or `--compare BEFORE`: the rows judged now against a dump written before). `--check` judges the rows again with the verifier's
+caches warm (what a worker does for its second batch) and compares them with the rows
+judged with cold caches: they must be identical. Exit status 1 when a comparison differs.
 
 Prints the pairs judged and the CPU seconds (process time) the local judge's rows take
 over them (`local._judge_rows`: what each worker process runs), in this process with cold
@@ -55,23 +59,38 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--answers", type=int, default=1000)
     ap.add_argument("--dump", type=Path, default=None)
     ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--check", action="store_true", help="rows judged with warm caches == with cold ones")
+    ap.add_argument("--compare", type=Path, default=None, help="a --dump written before: the rows must equal it")
     a = ap.parse_args(argv)
     keys, items = judge_items(a.ws, a.answers)
     cpu = float("inf")
-    rows: list = []
+    rows: tuple[list, list] = ([], [])
     for _ in range(a.repeats):
         _clear_caches()  # a cold process: the verifier and every cache of its modules
         t0 = time.process_time()
         rows = _judge_rows(str(model_path()), items)  # what the local judge runs, in-process or in a worker
         cpu = min(cpu, time.process_time() - t0)
     pairs = sum(len(i[1]) for i in items)
-    print(json.dumps({"answers": a.answers, "claims": len(items), "pairs": pairs, "rows_cpu_s": round(cpu, 3)}))
+    report = {"answers": a.answers, "claims": len(items), "pairs": pairs, "rows_cpu_s": round(cpu, 3)}
+    dump = dump_text(keys, rows)
+    if a.check:  # the caches are warm now: the same items again
+        report["cached_equals_fresh"] = dump_text(keys, _judge_rows(str(model_path()), items)) == dump
+    if a.compare:
+        report["equals_compared_dump"] = a.compare.read_text(encoding="utf-8") == dump
+    print(json.dumps(report))
     if a.dump:
-        out = [{"question_id": q, "claim": k, "chunk_id": cid, "row": list(r)}
-               for (q, k, ids), claim_rows in zip(keys, rows, strict=True)
-               for cid, r in zip(ids, claim_rows, strict=True)]
-        a.dump.write_text(json.dumps(out, ensure_ascii=False, indent=0) + "\n", encoding="utf-8")
-    return 0
+        a.dump.write_text(dump, encoding="utf-8")
+    return 0 if report.get("cached_equals_fresh", True) and report.get("equals_compared_dump", True) else 1
+
+
+def dump_text(keys: list[tuple[str, int, list[str]]], judged: tuple[list, list]) -> str:
+    """Every verdict row with its (answer, claim, passage) key and what the pair competes
+    with for the marks (`_judge_rows`' two lists), as the JSON --dump writes."""
+    rows, competing = judged
+    out = [{"question_id": q, "claim": k, "chunk_id": cid, "row": list(r), "competing": c}
+           for (q, k, ids), claim_rows, claim_competing in zip(keys, rows, competing, strict=True)
+           for cid, r, c in zip(ids, claim_rows, claim_competing, strict=True)]
+    return json.dumps(out, ensure_ascii=False, indent=0) + "\n"
 
 
 def _clear_caches() -> None:

@@ -16,7 +16,7 @@ call then also arrives as a trace of its own, as users see). LlamaIndex: SimpleD
 a vector index over a small word-hashing embedding (no model download, built before
 tracing starts), its OpenAI LLM.
 The answers come from a scripted OpenAI-compatible server on 127.0.0.1
-(tests/fake_openai_server.py): nothing leaves the machine. Some answers are wrong on
+(benchmarks/_support/fake_openai_server.py): nothing leaves the machine. Some answers are wrong on
 purpose, so an evaluation finds something.
 
 The tools are not ragspan dependencies; install them in a venv of their own:
@@ -40,9 +40,9 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[2]))  # the repository: tests/fake_openai_server.py
+sys.path.insert(0, str(HERE.parents[2]))  # the repository: benchmarks/_support/fake_openai_server.py
 
-from tests.fake_openai_server import FakeOpenAIServer, Reply, completion
+from benchmarks._support.fake_openai_server import FakeOpenAIServer, Reply, completion
 
 MODEL = "gpt-4o-mini"  # a name LlamaIndex knows the context window of; the server ignores it
 # question → the answer the scripted model gives (the second and third are partly wrong)

@@ -18,7 +18,7 @@
   the label, the probability reported and the reason cannot disagree.
 - local-5.json: the packaged model (numbers only); word_zipf.json: word rarity.
 - marks.py: which characters of the claim the passage leaves unsupported or contradicts
-  (each row's marks), with its word model marks-1.json (benchmarks/answer_spans/fit.py).
+  (each row's marks), with its word model marks-1.json (training/answer_marks.py).
 
 A pair whose passage holds less than the model's bound of the claim's content words
 is not segmented at all: it gets the model's fixed short-circuit probability (most

@@ -14,7 +14,7 @@ statement its question makes with it, but only the answer's own words can be mar
   small logistic regression over each word's WORD_FEATURES (absent from the window, from
   the support, from the page; rarity; number; name; how much of its clause and of the
   claim is missing; its neighbours; stopword next to absent words), fitted on WiCE train
-  (marks-1.json; benchmarks/answer_spans/fit.py) and run with NumPy. It may mark a
+  (marks-1.json; training/answer_marks.py) and run with NumPy. It may mark a
   stopword beside absent words (people mark "in January 2010", not "January 2010") and a
   word the passage holds only where most of its clause is missing; marked words are
   joined into one mark across the stopwords between them.
@@ -53,7 +53,7 @@ PACKAGED_WORD_MODEL = Path(__file__).with_name("marks-1.json")
 @dataclass(frozen=True)
 class WordModel:
     """P(a word of the claim is unsupported) from `word_features`: a logistic regression
-    fitted on WiCE train (benchmarks/answer_spans/fit.py), numbers in a JSON file, run with
+    fitted on WiCE train (training/answer_marks.py), numbers in a JSON file, run with
     NumPy. A word is marked when P ≥ threshold (chosen on train by cross-validation)."""
 
     features: tuple[str, ...]

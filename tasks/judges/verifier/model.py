@@ -1,7 +1,7 @@
 """The fitted verifier: a logistic regression over a few features (local-5) or
 gradient-boosted trees (local-4), and their calibration maps, read from a JSON file of
 numbers (never a pickle) and evaluated with NumPy — no scikit-learn at run time.
-`benchmarks/lodo/run.py --install` writes local-5.json; local-4 (gradient-boosted trees,
+`python -m training.local_judge` writes local-5.json; local-4 (gradient-boosted trees,
 fitted by a script since removed: docs/local-judge.md, History) is kept in benchmarks/lodo/
 as a baseline.
 

@@ -1,12 +1,12 @@
 """How tasks/judges/verifier/word_zipf.json (word rarity for the local judge) was made.
 
     .venv/bin/pip install -e '.[train]'                       # wordfreq==3.1.1
-    .venv/bin/python -m benchmarks.judge_model.build_zipf [--out PATH | --install]
+    .venv/bin/python -m training.word_zipf [--out PATH | --install]
 
 The Zipf frequency (log10 of occurrences per billion words) of each Snowball stem, from
 wordfreq's English list (its top 40,000 words; the frequencies of words sharing a stem are
 summed). wordfreq is needed only here; its data is CC BY-SA 4.0, so the JSON ships with
-attribution (docs and benchmarks/judge_model/README.md). Default output: a temporary path,
+attribution (docs and training/README.md). Default output: a temporary path,
 compared with the committed file.
 """
 
@@ -22,7 +22,7 @@ from pathlib import Path
 import wordfreq
 from nltk.stem.snowball import SnowballStemmer
 
-REPO = Path(__file__).resolve().parent.parent.parent
+REPO = Path(__file__).resolve().parents[1]
 INSTALLED = REPO / "tasks" / "judges" / "verifier" / "word_zipf.json"
 TOP = 40000
 

@@ -1,14 +1,15 @@
 """Fit the answer-span word model (tasks/judges/verifier/marks-1.json) on WiCE TRAIN only.
 
-    .venv/bin/python -m benchmarks.answer_spans.fit [--out tasks/judges/verifier/marks-1.json]
+    .venv/bin/python -m training.answer_marks [--out tasks/judges/verifier/marks-1.json]
 
 A logistic regression over marks.WORD_FEATURES predicts, per word of a claim, whether
 people marked it unsupported (WiCE `non_supported_tokens_train`: a word is unsupported
 when it overlaps a token so marked). Pairs are the product's: the claim judged against
 its evidence sentences joined by line breaks (the short-circuited ones have no window,
 hence no marks, and are left out of the fit). The regularisation C and the decision
-threshold are chosen by 5-fold cross-validation over claims on train, scored as
-run.py scores (WiCE word F1 of the marks `claim_marks` ships, merging included). Dev is
+threshold are chosen by 5-fold cross-validation over claims on train, scored as the
+benchmark benchmarks/answer_spans/run.py scores (WiCE word F1 of the marks `claim_marks`
+ships, merging included), whose WiCE reader (`../shared/data/wice_dev`) it uses. Dev is
 never read here. scikit-learn is used at fit time only; the product runs the
 coefficients with NumPy.
 """
@@ -85,7 +86,7 @@ def f1(cs: list[Case], model: WordModel) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[2] / "tasks" / "judges"
+    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "tasks" / "judges"
                     / "verifier" / "marks-1.json")
     args = ap.parse_args(argv)
     verifier = Verifier(PACKAGED_MODEL)

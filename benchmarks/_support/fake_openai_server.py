@@ -1,4 +1,4 @@
-"""A scripted OpenAI-compatible server on 127.0.0.1 for tests (real HTTP, stdlib only).
+"""A scripted OpenAI-compatible server on 127.0.0.1 for tests and benchmarks (real HTTP, stdlib only).
 
     server = FakeOpenAIServer()            # port 0: the OS picks a free port
     server.url                             # "http://127.0.0.1:PORT/v1" -> judge.base_url
@@ -19,7 +19,7 @@ takes, and how it rejects the others — `"llama-cpp"` answers `json_schema` wit
 and a pydantic request-validation body (as llama-cpp-python's server does), `"400"` with
 HTTP 400 (as a strict gateway does). `GET /v1/models` lists `models`.
 
-Also runnable as a process (`python tests/fake_openai_server.py --delay 0.1`): prints
+Also runnable as a process (`python benchmarks/_support/fake_openai_server.py --delay 0.1`): prints
 its URL and serves until killed — for benchmarks and manual runs.
 """
 

@@ -1,11 +1,14 @@
-"""Features of the LODO cases and the fitting of a local-judge model file from them.
+"""Fit the local judge's model file (tasks/judges/verifier/local-5.json) on the eight LODO sets.
+
+    .venv/bin/python -m training.local_judge [--design lr7] [--limit 1500] [--seed 13]
+    .venv/bin/python -m training.local_judge --without xquad,clapnq --out /tmp/local-5-wo.json
 
 A case's row is its claim against the passage that best covers it (highest weighted
 coverage over as many sentences as the claim has clauses, then the quoted window), the
 same pair whose P(supported) decides the claim in the pipeline for all but the
 multi-snippet Factcheck-GPT claims. The features are the judge's own
 (tasks/judges/verifier/features.py), profiled as the pipeline does for a claim that is a
-whole answer.
+whole answer. The cases come from benchmarks/lodo/sets.py (read from `../shared/data`).
 
 Fitting (`fit_model`): a class-balanced logistic regression in which each training set
 weighs the same (a 1,500-item set does not drown a 350-item one), standardised features,
@@ -13,12 +16,19 @@ L2 (C=1). Its Platt map is fitted on inner leave-one-set-out predictions (for ea
 training set, a regression fitted on the others), so the calibration is that of a set
 the model has not seen — the situation it will be used in. The conflict cap and the
 short-circuit probability are the supported share of the training pairs concerned.
+
+The design is chosen by the leave-one-dataset-out benchmark (`python -m benchmarks.lodo.run`
+prints the chosen one; it fits every design per fold with `fit_model`); without
+`--design` the shipped file's design is refitted. Without `--without` the model is fitted
+on all eight sets and written to the shipped file; `--without SETS --out PATH` writes a
+model that never saw SETS (the judge for a benchmark built from those sets' documents,
+e.g. benchmarks/accuracy.py's taxonomy cases from XQuAD and ClapNQ, run with
+RAGSPAN_LOCAL_JUDGE_MODEL=PATH).
 """
 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -255,61 +265,35 @@ def write(model: dict, path: Path) -> Path:
     return path
 
 
-def ece(p: np.ndarray, y: np.ndarray, bins: int = 10) -> float:
-    idx = np.minimum((p * bins).astype(int), bins - 1)
-    tot = 0.0
-    for b in range(bins):
-        m = idx == b
-        if m.any():
-            tot += m.sum() * abs(p[m].mean() - y[m].mean())
-    return float(tot / len(p))
-
-
-def auc(p: np.ndarray, y: np.ndarray) -> float | None:
-    pos, neg = p[y == 1], p[y == 0]
-    if not len(pos) or not len(neg):
-        return None
-    order = np.argsort(np.concatenate([pos, neg]), kind="mergesort")
-    ranks = np.empty(len(order))
-    allv = np.concatenate([pos, neg])[order]
-    # average ranks for ties
-    i = 0
-    while i < len(allv):
-        j = i
-        while j + 1 < len(allv) and allv[j + 1] == allv[i]:
-            j += 1
-        ranks[order[i:j + 1]] = (i + j) / 2 + 1
-        i = j + 1
-    r_pos = ranks[: len(pos)].sum()
-    return float((r_pos - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg)))
-
-
-def balanced_accuracy(pred: np.ndarray, y: np.ndarray) -> float:
-    tpr = pred[y == 1].mean() if (y == 1).any() else math.nan
-    tnr = (~pred[y == 0]).mean() if (y == 0).any() else math.nan
-    return float((tpr + tnr) / 2)
+REPO = Path(__file__).resolve().parents[1]
+SHIPPED = REPO / "tasks" / "judges" / "verifier" / "local-5.json"
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Write a model fitted on every LODO set but `--without`: the judge for a benchmark
-    built from those sets' documents (e.g. benchmarks/accuracy.py's taxonomy cases from
-    XQuAD and ClapNQ), run with RAGSPAN_LOCAL_JUDGE_MODEL=OUT."""
     import argparse
 
     from benchmarks.lodo import sets as lodo_sets
 
-    ap = argparse.ArgumentParser(description=main.__doc__.split("\n")[0])
-    ap.add_argument("--without", required=True, help="comma-separated sets left out")
-    ap.add_argument("--design", default="lr7")
-    ap.add_argument("--out", required=True)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--design", default=None, choices=list(DESIGNS),
+                    help="default: the shipped file's design")
+    ap.add_argument("--without", default="", help="comma-separated sets left out (needs --out)")
+    ap.add_argument("--out", type=Path, default=None, help=f"default {SHIPPED.relative_to(REPO)}")
     ap.add_argument("--limit", type=int, default=1500)
     ap.add_argument("--seed", type=int, default=13)
     args = ap.parse_args(argv)
-    left_out = set(args.without.split(","))
+    left_out = sorted(filter(None, args.without.split(",")))
+    if left_out and args.out is None:
+        ap.error("--without needs --out: the shipped file is fitted on all eight sets")
+    design = args.design or json.loads(SHIPPED.read_text(encoding="utf-8"))["design"]
     rows = rows_for({n: lodo_sets.load(n, args.limit, args.seed) for n in lodo_sets.SETS})
-    keep = ~np.isin(np.asarray(rows.set), sorted(left_out))
-    print(write(fit_model(rows, keep, args.design, version="local-5.0-without-" + "-".join(sorted(left_out))),
-                Path(args.out)))
+    keep = ~np.isin(np.asarray(rows.set), left_out)
+    if left_out:
+        model = fit_model(rows, keep, design, version="local-5.0-without-" + "-".join(left_out))
+    else:
+        model = fit_model(rows, keep, design)
+        model["trained_on_sets"] = "leave-one-dataset-out design choice; fitted on all eight sets"
+    print(f"{design} -> {write(model, args.out or SHIPPED)}")
     return 0
 
 
