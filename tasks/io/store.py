@@ -171,8 +171,7 @@ class DirStore:
     """Entries (files or directories) under `root`; see the module docstring."""
 
     root: Path
-    title: str  # what DiskFull names: "answer store", "corpus index"
-    entry_title: str = ""  # what a healing warning names (default: title): "answer store segment"
+    title: str  # what a healing warning and DiskFull name: "answer store segment", "corpus index"
     pattern: str = "*"  # the entries' names
     keep: int = 0  # newest entries kept after a write (0: every one)
     sealed: bool = True  # entries carry checksums, checked on read
@@ -318,7 +317,7 @@ class DirStore:
     def heal(self, path: Path, problem: str, action: str) -> None:
         """Move the damaged entry aside (`<state>/damaged/`), one warning line."""
         if path.exists():
-            heal.heal(path, self.entry_title or self.title, problem, action)
+            heal.heal(path, self.title, problem, action)
 
     def _damaged(self, path: Path, problem: str, action: str | None) -> None:
         if action is not None:
@@ -519,7 +518,7 @@ class Registered:
     sealed: bool = True
     removable: Callable[[Path], bool] | None = None
     opener: str = ""  # sqlite: "module:function" giving its SqliteStore for a path
-    entry_title: str = ""  # what a healing warning names, when not the title
+    entry_title: str = ""  # what a healing warning and DiskFull name, when not the title
 
     def location(self, root: Path | None = None) -> Path:
         return (root or state_dir()) / self.where
@@ -530,7 +529,7 @@ REGISTRY: dict[str, Registered] = {r.key: r for r in (
                opener="ragspan.tasks.judges.cache:sqlite_store"),
     Registered("verdict_cache", "verdict cache", "verdict-cache.sqlite", "sqlite", True,
                opener="ragspan.tasks.judges.verdict_cache:sqlite_store"),
-    Registered("answer_store", "answer store", "answers", "dirs", True, keep=8, entry_title="answer store context"),
+    Registered("answer_store", "answer store", "answers", "dirs", True, keep=8, entry_title="answer store segment"),
     Registered("inputs", "validated inputs", "inputs", "files", True, pattern="*.pickle",
                entry_title="validated-inputs cache entry"),
     Registered("step_results", "step results", "prefect/results", "files", True, sealed=False,
@@ -538,7 +537,8 @@ REGISTRY: dict[str, Registered] = {r.key: r for r in (
     Registered("indexes", "corpus indexes", "index", "dirs", True, entry_title="corpus index"),
     Registered("reports", "report pieces", "reports", "dirs", True, keep=3, entry_title="report snapshot"),
     Registered("digests", "input digests", ".", "files", True, pattern="digests.json", sealed=False),
-    Registered("spill", "shard spill", "spill", "dirs", True, sealed=False, removable=owner_gone),
+    Registered("spill", "shard spill", "spill", "dirs", True, sealed=False, removable=owner_gone,
+               entry_title="shard results"),
     Registered("demo_indexes", "demo indexes", "demo-index", "dirs", False),
     Registered("prefect_db", "prefect database", "prefect", "files", False, pattern="*.db*", sealed=False),
 )}
@@ -549,7 +549,7 @@ def dir_store(key: str, root: Path | None = None) -> DirStore:
     r = REGISTRY[key]
     if r.kind == "sqlite":
         raise ValueError(f"{key} is a SQLite store")
-    return DirStore(root if root is not None else r.location(), r.title, r.entry_title, r.pattern, r.keep,
+    return DirStore(root if root is not None else r.location(), r.entry_title or r.title, r.pattern, r.keep,
                     r.sealed, r.removable)
 
 
