@@ -82,11 +82,14 @@ def cmd_clear(args: argparse.Namespace) -> int:
         print(f"removed verdict cache: {held['entries']} entries, {human(held['bytes'])}")
         return 0
     if args.answers or args.inputs:
+        import shutil
+
         from ragspan.tasks.io.state import clear, store_paths
 
         for flag, key in ((args.answers, "answer_store"), (args.inputs, "inputs")):
             if flag:
-                clear((key,))
+                clear((key,))  # entry by entry, each out of sight at once; then its own directory
+                shutil.rmtree(store_paths()[key], ignore_errors=True)
                 print(f"removed {store_paths()[key]}")
         return 0
     with _cache(args) as cache:

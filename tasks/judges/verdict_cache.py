@@ -121,8 +121,8 @@ class VerdictCache:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.store = sqlite_store(path)
-        self._conn = self.store.connect()  # checked once per process; no room: DiskFull
+        self.sqlite = sqlite_store(path)
+        self._conn = self.sqlite.connect()  # checked once per process; no room: DiskFull
 
     def close(self) -> None:
         self._conn.close()
@@ -151,7 +151,7 @@ class VerdictCache:
     def _write(self, sql: str, rows: list[tuple]) -> None:
         """One transaction; refused for want of room, it is rolled back (the file keeps
         every row it had) and DiskFull is raised."""
-        with self.store.writing():
+        with self.sqlite.writing():
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
                 self._conn.executemany(sql, rows)
