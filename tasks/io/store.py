@@ -182,8 +182,8 @@ class DirStore:
 
     def within(self, name: str, **changes: object) -> DirStore:
         """The store of one entry's own entries (an answer-store context's segments)."""
-        return replace(self, root=self.root / name, keep=0, pattern="*", removable=None,
-                       **changes)  # type: ignore[arg-type]
+        fields: dict = {"keep": 0, "pattern": "*", "removable": None, **changes}
+        return replace(self, root=self.root / name, **fields)
 
     # -- listing --------------------------------------------------------------------------------
 
