@@ -32,7 +32,7 @@ own outputs then meet the full disk and say so.
 
 `REGISTRY` names every store of the state dir: key, title, location, kind, pruned or kept.
 `ragspan cache stats|clear|prune` and the pruning after a run (tasks/io/state.py) go by it.
-Standard library only (docs/decisions.md #47).
+Standard library only (docs/decisions.md #48).
 """
 
 from __future__ import annotations
