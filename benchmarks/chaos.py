@@ -23,7 +23,7 @@ exit times are summarised over the faults that met a running run):
 | stop-prefect | SIGSTOP of the Prefect server (SIGCONT once evaluate exited) | same |
 | kill-judge | SIGKILL of the judge's server | same |
 | corrupt-store | a random file of a random store of the state dir damaged (bytes inverted or truncated) | before the run |
-| no-space | a file-size limit (RLIMIT_FSIZE in the child, SIGXFSZ ignored: writes fail with EFBIG, as with ENOSPC) of a random size below the largest file written | the write that crosses it |
+| no-space | a file-size limit (RLIMIT_FSIZE in the child, SIGXFSZ ignored: writes fail with EFBIG, as with ENOSPC) of a random size below the largest file written | the write that crosses it, in whichever store (tasks/io/store.py `REGISTRY`) |
 | concurrent | a second `ragspan evaluate` on the same --out | same as the kills |
 
 A trial's run uses a new judge model name (`m<trial>`: a new context for every cache, so
@@ -34,7 +34,10 @@ no-space), its exit code, processes of its session still alive 30 s after it exi
 whether a traceback was printed, whether the previous results are intact (readable, and
 byte for byte the previous ones or a whole new set of files), then the servers are
 restored and the next run (same model, no fault) is compared with the reference
-diagnoses. Prints a table; writes benchmarks/results/chaos.json (or --name).
+diagnoses. After a no-space trial, every store of the state dir is checked as it stands:
+a full disk must leave each as it was — nothing moved aside to `damaged/` (`moved_aside`),
+every registered store still listed by `ragspan cache stats --json` (`stores_listed`) — and
+the next run must reuse them. Prints a table; writes benchmarks/results/chaos.json (or --name).
 """
 
 from __future__ import annotations
@@ -65,7 +68,7 @@ FAKE_JUDGE = ROOT / "benchmarks" / "_support" / "fake_openai_server.py"
 FAULTS = ("kill-evaluate", "kill-prefect", "stop-prefect", "kill-judge", "corrupt-store", "no-space", "concurrent")
 TIMED = ("kill-evaluate", "kill-prefect", "stop-prefect", "kill-judge", "concurrent")
 SIZES = {"small": (400, 40), "large": (100_000, 10_000)}
-STORES = ("index", "answers", "inputs", "step-results", "judge-cache")
+STORES = ("index", "answers", "inputs", "step-results", "judge-cache", "verdict-cache", "reports", "digests")
 RUN_TIMEOUT = 600.0  # a run still alive after this is counted as hung, and killed
 ALIVE_AFTER = 30.0
 
@@ -240,6 +243,21 @@ class Bench:
                 pass
         return len(alive)
 
+    def moved_aside(self) -> int:
+        damaged = self.state / "damaged"
+        return len(list(damaged.iterdir())) if damaged.is_dir() else 0
+
+    def stores_listed(self) -> bool:
+        """`ragspan cache stats --json` lists every registered store (it opens each one)."""
+        from ragspan.tasks.io.store import REGISTRY
+
+        proc = subprocess.run([RAGSPAN, "cache", "stats", "--json"], env=self.env, cwd=self.work,
+                              capture_output=True, text=True, timeout=120, check=False)
+        try:
+            return proc.returncode == 0 and set(REGISTRY) <= set(json.loads(proc.stdout))
+        except ValueError:
+            return False
+
     # -- faults ----------------------------------------------------------------------------
 
     def corrupt(self) -> tuple[str, str]:
@@ -252,6 +270,9 @@ class Bench:
             "step-results": [p for p in (self.state / "prefect" / "results").glob("*") if p.is_file()
                              and not p.name.startswith(".")],
             "judge-cache": [self.state / "judge-cache.sqlite"] if (self.state / "judge-cache.sqlite").exists() else [],
+            "verdict-cache": [p for p in [self.state / "verdict-cache.sqlite"] if p.exists()],
+            "reports": [p for p in (self.state / "reports").rglob("*") if p.is_file()],
+            "digests": [p for p in [self.state / "digests.json"] if p.exists()],
         }
         store = self.rng.choice([s for s in STORES if stores[s]])
         path = self.rng.choice(sorted(stores[store]))
@@ -276,6 +297,7 @@ class Bench:
             largest = max((p.stat().st_size for p in self.out.rglob("*") if p.is_file()), default=10**6)
             limit = self.rng.randint(2_000, largest)
             rec["limit_bytes"] = limit
+        aside = self.moved_aside()
         t0 = time.monotonic()
         proc, err = self.start_run(model, limit)
         fault_at = t0
@@ -312,6 +334,9 @@ class Bench:
             rec["second_stderr"] = text2.strip().splitlines()[-1:] if text2.strip() else []
             text += text2
         rec["traceback"] = "Traceback" in text
+        if fault == "no-space":  # a full disk is never damage: every store as it was
+            rec["moved_aside"] = self.moved_aside() - aside
+            rec["stores_listed"] = self.stores_listed()
         rec["stderr_lines"] = [line for line in text.splitlines() if line.startswith(("error:", "warning:"))][:6]
         self.prefect.ensure_up()
         self.judge.ensure_up()
@@ -348,6 +373,8 @@ def summary(rows: list[dict]) -> dict:
         "next_identical": sum(r["next_identical"] for r in rows),
         "alive_after_30s": sum(r["alive_after_30s"] for r in rows),
         "tracebacks": sum(r["traceback"] or r["next_traceback"] for r in rows),
+        "no_space_moved_aside": sum(r.get("moved_aside", 0) for r in rows),
+        "no_space_stores_listed": sum(r.get("stores_listed", False) for r in rows),
     }
 
 
@@ -367,7 +394,9 @@ def table(rows: list[dict], s: dict) -> str:
               f"(those): median {s['exit_s_median']} s, max {s['exit_s_max']} s, hung {s['hung']}"),
               (f"previous results intact: {s['intact']}/{s['trials']} · next run identical to the clean run: "
               f"{s['next_identical']}/{s['trials']} · processes alive 30 s after exit: {s['alive_after_30s']} · "
-              f"tracebacks: {s['tracebacks']}")]
+              f"tracebacks: {s['tracebacks']}"),
+              (f"no-space: stores moved aside {s['no_space_moved_aside']} (must be 0) · every store listed "
+               f"after: {s['no_space_stores_listed']}/{s['faults'].get('no-space', 0)}")]
     return "\n".join(lines)
 
 

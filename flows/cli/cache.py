@@ -1,8 +1,10 @@
 """`ragspan cache stats|clear|prune`: the state dir's stores (tasks/io/state.py).
 
-- `stats`: every store with its size — the judge cache (per model and prompt version too),
-  the answer store, the validated inputs, Prefect's step results, the corpus indexes, and
-  (never pruned) the demo indexes and the local Prefect database.
+- `stats`: every registered store (tasks/io/store.py `REGISTRY`) with its size — the judge
+  cache (per model and prompt version too), the verdict cache, the answer store, the
+  validated inputs, Prefect's step results, the corpus indexes, the kept report pieces, the
+  input digests, the shard spill, and (never pruned) the demo indexes and the local Prefect
+  database.
 - `clear [--model M] [--prompt-version V]`: judge-cache entries; `--answers` / `--inputs` /
   `--verdicts` one other store; `--all` every cache.
 - `prune [--older-than DAYS] [--max-size SIZE] [--dry-run]`: least recently used entries
@@ -15,8 +17,6 @@ import argparse
 import json
 from datetime import UTC, datetime
 
-from ragspan.tasks.state import state_dir
-
 
 def _cache(args: argparse.Namespace):
     from ragspan.tasks.judges.cache import JudgeCache
@@ -28,9 +28,10 @@ def _when(ts: float | None) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M UTC") if ts else "-"
 
 
-_TITLES = {"judge_cache": "judge cache", "verdict_cache": "verdict cache", "answer_store": "answer store", "inputs": "validated inputs",
-           "step_results": "step results", "indexes": "corpus indexes", "demo_indexes": "demo indexes",
-           "prefect_db": "prefect database"}
+def _title(key: str) -> str:
+    from ragspan.tasks.io.state import TITLES
+
+    return TITLES[key]
 
 
 def _other_stores() -> dict[str, dict]:
@@ -60,7 +61,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     for key in CACHES + KEPT:
         st = stats[key]
         note = "" if st["pruned"] else "  (kept: never pruned)"
-        print(f"{_TITLES[key]:<18} {st['entries']:>8} {human(st['bytes']):>10}  {_when(st['newest']):<20} "
+        print(f"{_title(key):<18} {st['entries']:>8} {human(st['bytes']):>10}  {_when(st['newest']):<20} "
               f"{st['path']}{note}")
     total = sum(stats[k]["bytes"] for k in CACHES)
     print(f"{'caches in total':<18} {'':>8} {human(total):>10}")
@@ -72,7 +73,7 @@ def cmd_clear(args: argparse.Namespace) -> int:
         from ragspan.tasks.io.state import clear, human
 
         for store, held in clear().items():
-            print(f"removed {_TITLES[store]}: {held['entries']} entries, {human(held['bytes'])}")
+            print(f"removed {_title(store)}: {held['entries']} entries, {human(held['bytes'])}")
         return 0
     if args.verdicts:
         from ragspan.tasks.io.state import clear, human
@@ -83,11 +84,13 @@ def cmd_clear(args: argparse.Namespace) -> int:
     if args.answers or args.inputs:
         import shutil
 
+        from ragspan.tasks.io.state import clear, store_paths
 
-        for flag, sub in ((args.answers, "answers"), (args.inputs, "inputs")):
+        for flag, key in ((args.answers, "answer_store"), (args.inputs, "inputs")):
             if flag:
-                shutil.rmtree(state_dir() / sub, ignore_errors=True)
-                print(f"removed {state_dir() / sub}")
+                clear((key,))  # entry by entry, each out of sight at once; then its own directory
+                shutil.rmtree(store_paths()[key], ignore_errors=True)
+                print(f"removed {store_paths()[key]}")
         return 0
     with _cache(args) as cache:
         n = cache.clear(model=args.model, prompt_version=args.prompt_version)
@@ -108,7 +111,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
     removed = prune(max_bytes, None if days is None else days * 86400, dry_run=args.dry_run)
     verb = "would remove" if args.dry_run else "removed"
     for store, r in removed.items():
-        print(f"{verb} {_TITLES[store]}: {r['entries']} entries, {human(r['bytes'])}")
+        print(f"{verb} {_title(store)}: {r['entries']} entries, {human(r['bytes'])}")
     limit = " and ".join(x for x in ((f"unused for {days:g} days" if days is not None else ""),
                                      (f"total {human(max_bytes)}" if max_bytes else "")) if x)
     print(f"limits: {limit or 'none'}")
@@ -139,7 +142,8 @@ def register(subparsers) -> None:
     cl.add_argument("--verdicts", action="store_true",
                     help="empty the local judge's verdict cache instead (every pair is judged again)")
     cl.add_argument("--all", action="store_true", help="empty every cache: judge cache, verdict cache, answer "
-                                                       "store, validated inputs, step results, corpus indexes")
+                                                       "store, validated inputs, step results, corpus indexes, "
+                                                       "report pieces, input digests, shard spill (of ended runs)")
     cl.set_defaults(func=cmd_clear)
     pr = sub.add_parser("prune", help="remove least recently used cache entries past an age or a total size")
     pr.add_argument("--older-than", type=float, metavar="DAYS", help="remove entries unused for DAYS days")

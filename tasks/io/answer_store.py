@@ -10,8 +10,10 @@ steps. A re-run with 5 % of the answers changed evaluates those 5 %, wherever th
 the file (Prefect's step cache alone re-runs every shard that holds one changed answer).
 
 Store: `<state>/answers/<context>/seg-*/{claims,spans,diagnoses}.parquet`, each row
-tagged with its answer's key. Each run appends one segment with the answers it evaluated
-(written aside, then renamed: a segment appears whole or not at all); beyond MAX_SEGMENTS
+tagged with its answer's key — the store layer's directory store `answer_store`
+(tasks/io/store.py), a context's segments its sealed entries. Each run appends one segment
+with the answers it evaluated (written aside, sealed, then renamed: a segment appears whole
+or not at all; no room is DiskFull, the other segments kept); beyond MAX_SEGMENTS
 they are folded into one, the newest rows of an answer winning. Answers hit by a judge failure another attempt may not repeat (an
 outage, a spent budget: RETRYABLE_FAILURES) are never stored, so the next run tries them
 again (their good calls then come from the judge cache). A change of corpus,
@@ -26,8 +28,6 @@ import fcntl
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -40,13 +40,12 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from ragspan.tasks.core import schemas
 from ragspan.tasks.core.shards import ShardResult
-from ragspan.tasks.io import heal
-from ragspan.tasks.io.outputs import room_for
 from ragspan.tasks.io.shard_spill import SpilledShard
+from ragspan.tasks.io.store import REGISTRY, DirStore, dir_store, discard, touch
 from ragspan.tasks.judges.base import JudgeSpec, JudgeStats
 
 STORE_FORMAT = "reuse-2"  # bump when the stored tables' meaning changes (2: sealed segments)
-MAX_CONTEXTS = 8
+MAX_CONTEXTS = REGISTRY["answer_store"].keep  # the most recently used contexts kept
 MAX_SEGMENTS = 16  # appended per run; folded into one beyond this
 KEY = "answer_key"
 _TABLES = {"claims": schemas.Claims, "spans": schemas.Spans, "diagnoses": schemas.Diagnoses,
@@ -98,28 +97,34 @@ def answer_keys(answers: pd.DataFrame, passages: pd.DataFrame, context: str) -> 
     return keys
 
 
+STORE = REGISTRY["answer_store"].entry_title  # as the warning names a segment
+_HEALED = "its answers are evaluated again and stored"
+
+
+def _segments_of(store: Path) -> DirStore:
+    """A context's segments: entries of the answer store's context directory."""
+    return dir_store("answer_store", store.parent).within(store.name, pattern="seg-*")
+
+
 def _segments(store: Path) -> list[Path]:
-    return sorted(p for p in store.iterdir() if p.is_dir() and p.name.startswith("seg-")) if store.is_dir() else []
-
-
-STORE = "answer store segment"  # as the warning names it
+    return [p for p in _segments_of(store).names() if p.is_dir()]
 
 
 def _read_segment(seg: Path) -> dict[str, pd.DataFrame] | None:
     """The segment's tables, checked against its sums.json first. A damaged segment is
     moved aside with one warning line (its answers are evaluated again and stored anew);
     one that vanished meanwhile (folded by another run) is skipped in silence."""
-    problem = heal.check_sealed(seg)
-    if problem is None:
-        try:
-            tables = {name: pd.read_parquet(seg / f"{name}.parquet") for name in _TABLES}
-            if all(KEY in t.columns for t in tables.values()):
-                return tables
-            problem = f"a table lacks the {KEY} column"
-        except (OSError, ValueError) as exc:
-            problem = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
-    if seg.is_dir():
-        heal.heal(seg, STORE, problem, "its answers are evaluated again and stored")
+    segments = _segments_of(seg.parent)
+    if segments.checked_dir(seg.name, _HEALED, mark=False) is None:
+        return None
+    try:
+        tables = {name: pd.read_parquet(seg / f"{name}.parquet") for name in _TABLES}
+        if all(KEY in t.columns for t in tables.values()):
+            return tables
+        problem = f"a table lacks the {KEY} column"
+    except (OSError, ValueError) as exc:
+        problem = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
+    segments.heal(seg, problem, _HEALED)
     return None
 
 
@@ -161,7 +166,7 @@ def split_known(answers: pd.DataFrame, passages: pd.DataFrame, root: Path, conte
     have = set(keys.values()) & set(stored["claims"][KEY]) & set(stored["diagnoses"][KEY])
     fresh = answers[~answers["question_id"].map(keys).isin(have)].reset_index(drop=True)
     tables = {n: _strip(t[t[KEY].isin(have)], _TABLES[n]) for n, t in stored.items()}
-    os.utime(store)  # recently used: kept by the pruning in remember()
+    touch(store)  # recently used: kept by the pruning in remember()
     known = ShardResult(tables["claims"], tables["spans"], tables["diagnoses"], JudgeStats(), {},
                         answer_spans=tables["answer_spans"])
     return Reuse(fresh, known, keys, str(store), reused=len(answers) - len(fresh))
@@ -222,10 +227,8 @@ def remember(reuse: Reuse, run: ShardResult) -> None:
         "diagnoses": run.diagnoses.assign(**{KEY: run.diagnoses["question_id"].map(keep)}),
         "answer_spans": (a := run.answer_spans_table()).assign(**{KEY: a["question_id"].map(keep)}),
     }
-    store.mkdir(parents=True, exist_ok=True)
-    for leftover in (".seg-*", ".gone-*"):  # segments a kill interrupted (written, or being removed)
-        heal.remove_leftovers(store, leftover)
     _write_segment(store, {name: t[t[KEY].notna()] for name, t in tagged.items()})
+    contexts = dir_store("answer_store", store.parent)
     with open(store.parent / ".lock", "a") as lock:  # one compactor at a time
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
         segments = _segments(store)
@@ -234,42 +237,20 @@ def remember(reuse: Reuse, run: ShardResult) -> None:
             if whole is not None:
                 _write_segment(store, whole)
                 for seg in segments:
-                    _discard(seg)
-        _prune(store.parent)
-        heal.remove_leftovers(store.parent, ".gone-*")  # contexts a kill left half-removed
-
-
-def _discard(path: Path) -> None:
-    """Remove a directory all at once for a reader: renamed out of sight, then deleted
-    (a half-deleted segment would look damaged)."""
-    hidden = path.with_name(f".gone-{time.time_ns()}-{path.name}")
-    try:
-        os.replace(path, hidden)
-    except OSError:
-        return
-    shutil.rmtree(hidden, ignore_errors=True)
+                    discard(seg)
+        contexts.keep_newest()  # the MAX_CONTEXTS most recently used contexts
+        contexts.remove_leftovers()  # contexts a kill left half-removed
 
 
 def _write_segment(store: Path, tables: dict[str, pd.DataFrame]) -> None:
     """A new segment of the store, appearing whole (written aside with its sums.json,
     then renamed). No room for it is DiskFull: the store keeps its other segments."""
-    with room_for(store, store, "answer store"):
-        tmp = Path(tempfile.mkdtemp(prefix=".seg-", dir=store))
-    try:
-        with room_for(store, store, "answer store"):
-            for name, table in tables.items():
-                table.to_parquet(tmp / f"{name}.parquet", index=False)
-            heal.seal(tmp)
-            os.replace(tmp, store / f"seg-{time.time_ns():020d}-{os.getpid()}")
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
+    def fill(tmp: Path) -> None:
+        for name, table in tables.items():
+            table.to_parquet(tmp / f"{name}.parquet", index=False)
 
-def _prune(root: Path) -> None:
-    contexts = sorted((p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")),
-                      key=lambda p: p.stat().st_mtime, reverse=True)
-    for stale in contexts[MAX_CONTEXTS:]:
-        _discard(stale)
+    _segments_of(store).write_dir(f"seg-{time.time_ns():020d}-{os.getpid()}", fill)
 
 
 # Not cached by Prefect: the store is itself the cache, and reading it is the point.

@@ -6,9 +6,11 @@ other file in the data directory). Here a file's md5 is kept with its stat finge
 size, mtime_ns, ctime_ns, inode, device — and given back while all five are unchanged;
 any write, replace, copy or `touch` changes one of them (ctime cannot be set back by a
 user), so the file is read and hashed again. Kept in `<state>/digests.json` (the
-DIGESTS_KEEP most recently hashed files), written aside and renamed; an unreadable file is
-an empty cache. Damage inside the state dir's own stores is not this module's business:
-those are sealed and checked byte for byte (tasks/io/heal.py).
+DIGESTS_KEEP most recently hashed files), the store layer's `digests` store
+(tasks/io/store.py): plain JSON, written aside and renamed; an unreadable file is an empty
+cache, written anew; a failed write (no room: DiskFull, a read-only state dir) costs only a
+re-hash. Damage inside the state dir's own stores is not this module's business: those are
+sealed and checked byte for byte (tasks/io/heal.py).
 """
 
 from __future__ import annotations
@@ -19,9 +21,9 @@ import os
 import threading
 from pathlib import Path
 
-from ragspan.tasks.state import state_dir
+from ragspan.tasks.io.store import REGISTRY, DirStore, dir_store
 
-DIGESTS_FILE = "digests.json"
+DIGESTS_FILE = REGISTRY["digests"].pattern  # one file: the store's only entry
 DIGESTS_KEEP = 20_000
 _LOCK = threading.Lock()
 
@@ -30,23 +32,18 @@ def _stamp(st: os.stat_result) -> list[int]:
     return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
 
 
-def _read(path: Path) -> dict[str, list]:
-    try:
-        loaded = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
+def _read(store: DirStore) -> dict[str, list]:
+    """The remembered md5s; an unreadable file reads as none, in silence (it is rewritten)."""
+    loaded = store.read_file(DIGESTS_FILE, lambda b: json.loads(b.decode("utf-8")), None, mark=False)
     return loaded if isinstance(loaded, dict) else {}
 
 
-def _write(path: Path, entries: dict[str, list]) -> None:
+def _write(store: DirStore, entries: dict[str, list]) -> None:
     """Aside, then renamed; a failure (read-only state dir, no room) costs only a re-hash."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps(entries), encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError:
-        tmp.unlink(missing_ok=True)
+        store.write_file(DIGESTS_FILE, json.dumps(entries).encode("utf-8"))
+    except OSError:  # DiskFull included: the previous file as it was
+        return
 
 
 def _md5_of_bytes(path: Path) -> str:
@@ -57,7 +54,7 @@ def _md5_of_bytes(path: Path) -> str:
 def file_md5s(paths: list[Path]) -> list[str]:
     """The md5 (hex) of each file's bytes, in order; only files whose stat fingerprint
     changed since they were last hashed are read."""
-    store = state_dir() / DIGESTS_FILE
+    store = dir_store("digests")
     with _LOCK:
         entries = _read(store)
         out, changed = [], False

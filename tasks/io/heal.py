@@ -1,6 +1,8 @@
 """Derived state heals itself: every store under the state dir is checked when it is
 opened, and one that cannot be read is moved aside (`<state>/damaged/`) and rebuilt,
-with one warning line naming the store and what happens instead.
+with one warning line naming the store and what happens instead. These are the store
+layer's primitives (tasks/io/store.py builds every store on them); a store's module uses
+the layer, not these directly.
 
 The checks are cheap and content-based, so a flipped byte is caught as well as a
 truncated file: a directory store (a corpus index, an answer-store segment) carries

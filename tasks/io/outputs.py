@@ -8,21 +8,18 @@ limit) while writing is `DiskFull`, naming the file: the previous results stay.
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import hashlib
 import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 from ragspan.tasks.config import state_dir
-from ragspan.tasks.errors import DiskFull, OutputBusy
-
-# No room for a file: the filesystem is full, a quota is used up, or a file-size limit.
-_NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+from ragspan.tasks.errors import OutputBusy
+from ragspan.tasks.io import store
 
 
 def write_atomic_dir(out_dir: Path, writers: dict[str, Callable[[Path], None]]) -> Path:
@@ -73,30 +70,14 @@ def _needed(tmp: Path, out_dir: Path) -> int:
         return 0
 
 
-@contextmanager
 def room_for(path: Path, out_dir: Path, what: str = "results",
-             needed: Callable[[], int] | None = None) -> Iterator[None]:
-    """An OSError for want of room (_NO_SPACE) becomes DiskFull naming `path` (and what
-    the write needs, when `needed` can tell)."""
-    try:
-        yield
-    except DiskFull:
-        raise
-    except (OSError, ValueError, RuntimeError) as exc:
-        code = no_room(exc)
-        if code:
-            cause = exc if isinstance(exc, OSError) else OSError(code, os.strerror(code))
-            raise DiskFull(path, out_dir, cause, what, needed() if needed else 0) from exc
-        raise
+             needed: Callable[[], int] | None = None) -> AbstractContextManager[None]:
+    """An OSError for want of room becomes DiskFull naming `path` (and what the write
+    needs, when `needed` can tell): the store layer's rule (tasks/io/store.py), for results."""
+    return store.room_for(path, out_dir, what, needed)
 
 
-def no_room(exc: BaseException) -> int:
-    """The errno of a failure for want of room, else 0. Native libraries (tantivy) report
-    it as a ValueError carrying the OS's message rather than an OSError."""
-    if isinstance(exc, OSError):
-        return exc.errno if exc.errno in _NO_SPACE else 0
-    text = str(exc)
-    return next((code for code in _NO_SPACE if os.strerror(code) in text), 0)
+no_room = store.no_room  # the errno of a failure for want of room, else 0
 
 
 def _umask() -> int:

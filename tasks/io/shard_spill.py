@@ -10,9 +10,12 @@ one table at a time, so the run's memory holds one copy of its outputs, not two 
 
 Files: `<state>/spill/<pid>-<ns>/shard-NNNNN/<table>.pickle` — pickle, because it gives back the
 exact frames (dtypes, NA kinds): the outputs assembled from disk are byte-identical to
-those assembled in memory. Each shard's directory is written aside and renamed (whole or absent); the
-directory is removed once merged, and one a killed run left behind (its process gone) is
-removed by the next run that spills.
+those assembled in memory. The store layer's `spill` store (tasks/io/store.py): each run's
+directory an entry, each shard's directory written aside and renamed (whole or absent; no
+room is DiskFull), not sealed (read back once, by the process that wrote it). A run's
+directory is removed once merged; one a killed run left behind (its process gone) is
+removed by the next run that spills, and by `ragspan cache prune|clear` — never one whose
+process is alive.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from pathlib import Path
 
 import pandas as pd
 from ragspan.tasks.core.shards import ShardResult
-from ragspan.tasks.io.outputs import room_for
+from ragspan.tasks.io.store import dir_store
 from ragspan.tasks.judges.base import JudgeStats
 
 TABLES = ("claims", "spans", "diagnoses", "answer_spans")
@@ -53,39 +56,27 @@ class SpilledShard:
 def spilling(root: Path) -> Iterator[Path]:
     """A fresh directory for this run's shards, removed when the block ends (merged, or
     failed); directories a killed run left (its process gone) are removed first."""
-    root.mkdir(parents=True, exist_ok=True)
-    for old in root.iterdir():
-        pid = old.name.split("-", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
-            shutil.rmtree(old, ignore_errors=True)
+    store = dir_store("spill", root)
+    store.clear()  # only the directories whose process is gone (store.owner_gone)
     mine = root / f"{os.getpid()}-{time.time_ns()}"
-    mine.mkdir()
+    mine.mkdir(parents=True)
     try:
         yield mine
     finally:
         shutil.rmtree(mine, ignore_errors=True)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process: alive
-        return True
-    return True
-
-
 def spill(result: ShardResult, directory: Path, index: int) -> SpilledShard:
     """Write the shard's tables to `directory` (aside, then renamed) and return the handle."""
     tables = {"claims": result.claims, "spans": result.spans, "diagnoses": result.diagnoses,
               "answer_spans": result.answer_spans_table()}
-    path = directory / f"shard-{index:05d}"
-    tmp = directory / f".{path.name}.tmp"
-    with room_for(path, directory, "shard results"):
-        tmp.mkdir()
+
+
+    def fill(tmp: Path) -> None:
         for name, table in tables.items():
             with open(tmp / f"{name}.pickle", "wb") as f:
                 pickle.dump(table, f, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, path)
+
+    shards = dir_store("spill", directory.parent).within(directory.name)
+    path = shards.write_dir(f"shard-{index:05d}", fill)
     return SpilledShard(str(path), result.stats, result.states, result.retry)

@@ -1,8 +1,12 @@
-"""A store that cannot be rebuilt (the judge cache: paid model answers) is checked like
+"""SQLite healing for the store layer (tasks/io/store.py `SqliteStore`): what counts as
+damage, the salvage of a store that cannot be rebuilt, and what counts as no room.
+
+A store that cannot be rebuilt (the judge cache: paid model answers) is checked like
 the others, but healed by salvage rather than rebuilt: `PRAGMA integrity_check` when it
 is first opened in a process; a damaged file has every row that can still be read copied
 into a fresh database, which replaces it (the damaged one is moved aside). What could not
-be read is asked again, and the warning line counts it. Standard library only."""
+be read is asked again, and the warning line counts it. A full disk is never damage
+(`no_room`): the store layer turns it into DiskFull. Standard library only."""
 
 from __future__ import annotations
 
@@ -10,8 +14,6 @@ import fcntl
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from ragspan.tasks.io import heal
@@ -106,22 +108,29 @@ def salvage(path: Path, schema: str, tables: tuple[str, ...]) -> tuple[int, int,
     return kept, lost, fresh
 
 
-def check_once(path: Path, store: str, schema: str, tables: tuple[str, ...]) -> None:
-    """Check `path` the first time this process opens it; a damaged database is salvaged
-    (under a lock, so two processes do it once), the damaged file moved aside, one line."""
+def first_time(path: Path) -> bool:
+    """True the first time this process asks about `path` (its integrity check is due)."""
     key = str(path.resolve())
     with _LOCK:
         if key in _CHECKED:
-            return
+            return False
         _CHECKED.add(key)
-    if problem_of(path) is None:
+        return True
+
+
+def check_once(path: Path, store: str, schema: str, tables: tuple[str, ...]) -> None:
+    """Check `path` the first time this process opens it; a damaged database is salvaged
+    (under a lock, so two processes do it once), the damaged file moved aside, one line."""
+    if not first_time(path) or problem_of(path) is None:
         return
     with open(path.with_name(path.name + ".repair-lock"), "a") as lock:
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
         problem = problem_of(path)  # another process may have salvaged it meanwhile
         if problem is None:
             return
-        with room_for(path, store):  # no room for the salvaged copy: DiskFull, the file stays as it is
+        from ragspan.tasks.io.store import room_for
+
+        with room_for(path, path.parent, store):  # no room for the salvaged copy: DiskFull, the file stays as it is
             kept, lost, fresh = salvage(path, schema, tables)
         moved = heal.move_aside(path, store)
         for side in ("-wal", "-shm"):  # they belong to the damaged file
@@ -155,23 +164,3 @@ def no_room(exc: sqlite3.Error, path: Path) -> int:
             return 0
         return errno.ENOSPC if st.f_bavail * st.f_frsize < 1_000_000 else 0
     return 0
-
-
-@contextmanager
-def room_for(path: Path, store: str) -> Iterator[None]:
-    """SQLite work on `path`: a refusal for want of room is DiskFull naming it."""
-    try:
-        yield
-    except sqlite3.OperationalError as exc:
-        raise_if_full(exc, path, store)
-        raise
-
-
-def raise_if_full(exc: sqlite3.Error, path: Path, store: str) -> None:
-    """A write refused for want of room is DiskFull naming the database (the transaction
-    was rolled back: the store is as it was)."""
-    from ragspan.tasks.errors import DiskFull
-
-    code = no_room(exc, path)
-    if code:
-        raise DiskFull(path, path.parent, OSError(code, os.strerror(code)), store) from exc

@@ -4,7 +4,8 @@ cannot read as a cache miss — the step runs again and rewrites it — so a dam
 costs only that step's time. Two checks make that visible, with one warning line: the
 serializer (a payload that no longer matches its checksum), and `sweep` at the start of
 each run (every record written since the last sweep: Prefect writes records in place,
-so a killed run can leave one half-written)."""
+so a killed run can leave one half-written). Prefect writes the records; the store layer
+(tasks/io/store.py, the `step_results` store) lists, heals and prunes them."""
 
 from __future__ import annotations
 
@@ -17,9 +18,10 @@ from typing import Any
 from prefect.serializers import PickleSerializer
 from pydantic import Field
 from ragspan.tasks.io import heal
+from ragspan.tasks.io.store import REGISTRY, dir_store
 from ragspan.tasks.state import damaged_dir
 
-STORE = "step result"
+STORE = REGISTRY["step_results"].entry_title
 
 
 class CheckedPickle(PickleSerializer):
@@ -70,9 +72,9 @@ def sweep(root: Path) -> int:
     since = marker.stat().st_mtime - 5 if marker.exists() else 0.0  # 5 s: coarse clocks
     started = time.time()
     bad: list[tuple[Path, str]] = []
-    for p in root.iterdir():
+    for p in dir_store("step_results", root).names():
         try:
-            if p.is_file() and p.name != SWEPT and p.stat().st_mtime >= since:
+            if p.is_file() and p.stat().st_mtime >= since:
                 problem = check_record(p)
                 if problem is not None:
                     bad.append((p, problem))

@@ -19,13 +19,16 @@ only for what changed and a crashed run resumes without repeating a finished cal
   writers of the same key keep the first, identical answer.
 - Secrets: the API key is never a key part or a value; `endpoint_label` strips
   user-info and query strings from URLs before they are hashed or stored.
+- Store: a SQLite store of the store layer (tasks/io/store.py `sqlite_store`): opened with
+  WAL, a busy timeout and the init lock, checked once per process, a damaged file salvaged
+  (every readable row kept), a full disk `DiskFull` with the file as it was. Pruned by
+  row, oldest call first (`entries_sql`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -33,11 +36,9 @@ from typing import Any, Self
 from urllib.parse import urlsplit, urlunsplit
 
 from ragspan.tasks.config import state_dir
-from ragspan.tasks.io.sqlite_heal import check_once, room_for
+from ragspan.tasks.io.store import REGISTRY, SqliteStore
 
-CACHE_FILE = "judge-cache.sqlite"
-_BUSY_TIMEOUT_MS = 60_000
-_INIT_LOCK = threading.Lock()  # one thread at a time sets a cache file up
+CACHE_FILE = REGISTRY["judge_cache"].where
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS judge_calls (
     key               TEXT PRIMARY KEY,
@@ -66,8 +67,17 @@ CREATE TABLE IF NOT EXISTS output_modes (
 
 
 def default_cache_path() -> Path:
-
     return state_dir() / CACHE_FILE
+
+
+def sqlite_store(path: Path) -> SqliteStore:
+    """The judge cache at `path` as the store layer keeps it: salvaged when damaged (paid
+    rows), one entry per call for pruning, weighed by its text."""
+    return SqliteStore(
+        path, "judge cache", _SCHEMA, ("judge_calls", "output_modes"), salvage=True,
+        action="the unreadable calls will be asked again",
+        entries_sql="SELECT key, created_at, length(key) + length(parts) + length(value) + 64 FROM judge_calls",
+        delete_sql="DELETE FROM judge_calls WHERE key = ?", clear_sql="DELETE FROM judge_calls")
 
 
 def endpoint_label(base_url: str) -> str:
@@ -91,38 +101,17 @@ class JudgeCache:
 
     def __init__(self, path: str | Path | None = None) -> None:
         self.path = Path(path) if path is not None else default_cache_path()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        # integrity_check once per process; a damaged file keeps its readable rows
-        check_once(self.path, "judge cache", _SCHEMA, ("judge_calls", "output_modes"))
+        self.store = sqlite_store(self.path)
         self._lock = threading.Lock()
-        with room_for(self.path, "judge cache"):  # no room even to open it: DiskFull naming the file
-            self._conn = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_MS / 1000, isolation_level=None,
-                                         check_same_thread=False)
-            self._conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
-            self._set_up()
-
-    def _set_up(self) -> None:
-        """WAL mode and the schema. Switching to WAL takes an exclusive lock that the busy
-        timeout does not cover, so two shards (threads) or processes opening a new cache
-        at once can see "database is locked": serialise threads, retry across processes."""
-        deadline = time.monotonic() + _BUSY_TIMEOUT_MS / 1000
-        with _INIT_LOCK:
-            while True:
-                try:
-                    self._conn.execute("PRAGMA journal_mode = WAL")
-                    self._conn.execute("PRAGMA synchronous = NORMAL")
-                    self._conn.executescript(_SCHEMA)
-                    return
-                except sqlite3.OperationalError as exc:
-                    if "locked" not in str(exc) or time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.01)
+        # checked once per process (a damaged file keeps its readable rows); no room even
+        # to open it: DiskFull naming the file
+        self._conn = self.store.connect()
 
     # -- calls -------------------------------------------------------------------------------
 
     def get(self, key: str) -> tuple[Any, dict[str, int]] | None:
         """(value, usage) of a finished call, or None."""
-        with self._lock, room_for(self.path, "judge cache"):
+        with self._lock, self.store.writing():
             row = self._conn.execute(
                 "SELECT value, prompt_tokens, completion_tokens FROM judge_calls WHERE key = ?", (key,)
             ).fetchone()
@@ -143,7 +132,7 @@ class JudgeCache:
             json.dumps(value, sort_keys=True, ensure_ascii=False),
             int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0), time.time(),
         )
-        with self._lock, room_for(self.path, "judge cache"):  # no room: DiskFull naming the file
+        with self._lock, self.store.writing():  # no room: DiskFull naming the file
             self._conn.execute("INSERT OR IGNORE INTO judge_calls VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", row)
 
     # -- structured-output modes (tasks/judges/output_modes.py) -------------------------------
@@ -158,7 +147,7 @@ class JudgeCache:
         return row[0], f"{row[1]} (negotiated {time.strftime('%Y-%m-%d', time.gmtime(row[2]))})"
 
     def remember_output_mode(self, endpoint: str, model: str, mode: str, why: str) -> None:
-        with self._lock:
+        with self._lock, self.store.writing():
             self._conn.execute("INSERT OR REPLACE INTO output_modes VALUES (?,?,?,?,?)",
                                (endpoint, model, mode, why, time.time()))
 
@@ -174,7 +163,7 @@ class JudgeCache:
                 " SUM(completion_tokens), MIN(created_at), MAX(created_at) FROM judge_calls"
                 " GROUP BY kind, model, endpoint, prompt_id, prompt_version ORDER BY model, prompt_id, prompt_version"
             ).fetchall()
-        size = sum(p.stat().st_size for p in self.path.parent.glob(self.path.name + "*") if p.is_file())
+        size = self.store.bytes()
         return {
             "path": str(self.path), "bytes": size, "entries": total[0],
             "prompt_tokens": total[1], "completion_tokens": total[2],

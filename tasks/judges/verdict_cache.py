@@ -15,25 +15,26 @@ holds them; an item is assembled as the verifier would have judged it whole: the
 keeps its marks (or is judged again alone, when it was stored without them), the others
 lose theirs. Results are identical to judging every pair afresh (tests/test_incremental.py).
 
-Store: `<state>/verdict-cache.sqlite` (WAL; any number of shards and processes). Rows carry
-the day they were last used; pruning with the state dir (tasks/io/state.py) removes whole
-days, least recently used first. A damaged file is moved aside with one warning and rebuilt:
-every verdict in it can be computed again. `pipeline.reuse_verdicts: false` turns it off.
+Store: `<state>/verdict-cache.sqlite`, a SQLite store of the store layer (tasks/io/store.py:
+WAL, busy timeout, the init lock; any number of shards and processes). Rows carry the day
+they were last used; pruning with the state dir (tasks/io/state.py) removes whole days,
+least recently used first. A damaged file (integrity_check once per process, or SQLite
+finding it corrupt midway) is moved aside with one warning and rebuilt: every verdict in it
+can be computed again. A full disk is never damage: the write stops with `DiskFull` and the
+file keeps its rows. `pipeline.reuse_verdicts: false` turns it off.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
-import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ragspan.tasks.io import heal
+from ragspan.tasks.io.store import REGISTRY, SqliteStore
 
-CACHE_FILE = "verdict-cache.sqlite"
+CACHE_FILE = REGISTRY["verdict_cache"].where
 FORMAT = "verdicts-1"  # bump when a stored row's meaning changes
 DAY_S = 86400
 _BATCH = 4000  # keys per SELECT
@@ -55,7 +56,15 @@ Fresh = Callable[[list[Item]], Judged]
 _Entry = tuple[tuple, float | None, bool]  # (row, competes with, row holds its marks)
 
 _active: Path | None = None
-_lock = threading.Lock()
+
+
+def sqlite_store(path: Path) -> SqliteStore:
+    """The verdict cache at `path` as the store layer keeps it: started anew when damaged
+    (every verdict can be computed again); one entry per day of last use for pruning."""
+    return SqliteStore(
+        path, "verdict cache", _SCHEMA, ("verdicts",), salvage=False, action="its verdicts are judged again",
+        entries_sql=f"SELECT day, (day + 1) * {DAY_S} - 1, COUNT(*) FROM verdicts GROUP BY day",
+        delete_sql="DELETE FROM verdicts WHERE day = ?", clear_sql="DELETE FROM verdicts")
 
 
 def use_verdict_cache(path: Path | None) -> None:
@@ -112,17 +121,8 @@ class VerdictCache:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._conn = self._open()
-
-    def _open(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
-        conn.execute("PRAGMA busy_timeout = 60000")
-        with _lock:  # switching to WAL takes an exclusive lock the busy timeout does not cover
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            conn.executescript(_SCHEMA)
-        return conn
+        self.sqlite = sqlite_store(path)
+        self._conn = self.sqlite.connect()  # checked once per process; no room: DiskFull
 
     def close(self) -> None:
         self._conn.close()
@@ -140,62 +140,58 @@ class VerdictCache:
                 if day != today:
                     stale.append(key)
         if stale:  # last used today: what pruning by age and size goes by
-            self._conn.execute("BEGIN IMMEDIATE")
-            self._conn.executemany("UPDATE verdicts SET day = ? WHERE key = ?", ((today, k) for k in stale))
-            self._conn.execute("COMMIT")
+            self._write("UPDATE verdicts SET day = ? WHERE key = ?", [(today, k) for k in stale])
         return found
 
     def store(self, entries: dict[bytes, _Entry]) -> None:
         today = int(time.time() // DAY_S)
-        self._conn.execute("BEGIN IMMEDIATE")
-        self._conn.executemany("INSERT OR REPLACE INTO verdicts VALUES (?,?,?,?,?)",
-                               ((k, _row_json(r), c, int(m), today) for k, (r, c, m) in entries.items()))
-        self._conn.execute("COMMIT")
+        self._write("INSERT OR REPLACE INTO verdicts VALUES (?,?,?,?,?)",
+                    [(k, _row_json(r), c, int(m), today) for k, (r, c, m) in entries.items()])
+
+    def _write(self, sql: str, rows: list[tuple]) -> None:
+        """One transaction; refused for want of room, it is rolled back (the file keeps
+        every row it had) and DiskFull is raised."""
+        with self.sqlite.writing():
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+                self._conn.executemany(sql, rows)
+                self._conn.execute("COMMIT")
+            except BaseException:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                raise
 
 
 def rows_per_day(path: Path) -> dict[int, int]:
-    """{day of last use: verdicts} of the file at `path` (none when it is absent or unreadable)."""
+    """{day of last use: verdicts} of the file at `path` (none when it is absent)."""
     if not path.is_file():
         return {}
+    conn = sqlite_store(path).connect()
     try:
-        conn = sqlite3.connect(path, timeout=60)
-        try:
-            return dict(conn.execute("SELECT day, COUNT(*) FROM verdicts GROUP BY day").fetchall())
-        finally:
-            conn.close()
-    except sqlite3.DatabaseError:
-        return {}
+        return dict(conn.execute("SELECT day, COUNT(*) FROM verdicts GROUP BY day").fetchall())
+    finally:
+        conn.close()
 
 
 def delete_days(path: Path, days: list[int]) -> None:
     """Drop the verdicts last used on `days`, and give the space back."""
-    conn = sqlite3.connect(path, timeout=60, isolation_level=None)
-    try:
-        conn.executemany("DELETE FROM verdicts WHERE day = ?", [(d,) for d in days])
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        conn.execute("VACUUM")
-    finally:
-        conn.close()
+    sqlite_store(path).delete([str(d) for d in days])
 
 
 def rows_with_cache(items: list[Item], fresh: Fresh, judge_id: str, path: Path) -> tuple[list[list[tuple]], int, int]:
     """Verdict rows for `items` as `fresh` would give them, judging only the pairs the cache
     at `path` does not hold. Returns (rows, pairs judged, pairs judged again alone for the
-    marks they win). A damaged cache is moved aside (one warning line) and started anew."""
-    for attempt in (1, 2):
+    marks they win). A damaged cache is moved aside (one warning line) and started anew; a
+    full disk is DiskFull, the cache keeping its file and rows (never taken for damage)."""
+
+    def judged() -> tuple[list[list[tuple]], int, int]:
+        cache = VerdictCache(path)
         try:
-            cache = VerdictCache(path)
-            try:
-                return _assemble(items, fresh, judge_id, cache)
-            finally:
-                cache.close()
-        except sqlite3.DatabaseError as exc:
-            if "locked" in str(exc) or not path.exists() or attempt == 2:
-                raise
-            heal.heal(path, "verdict cache", f"{type(exc).__name__}: {exc}", "its verdicts are judged again")
-            for journal in (Path(f"{path}-wal"), Path(f"{path}-shm")):  # never replayed into a new file
-                journal.unlink(missing_ok=True)
-    raise AssertionError("unreachable")
+            return _assemble(items, fresh, judge_id, cache)
+        finally:
+            cache.close()
+
+    return sqlite_store(path).healing(judged)
 
 
 def _assemble(items: list[Item], fresh: Fresh, judge_id: str, cache: VerdictCache) -> tuple[list[list[tuple]], int, int]:

@@ -14,32 +14,33 @@ has every answer in the store, so it would assemble exactly those tables; it wri
 kept pieces instead, with its own facts — judge statistics (no call: every answer
 reused), the manifest — put in the results view, the headline and the manifest section.
 
-Kept under `<state>/reports/<key>/` (written aside, then renamed), the SNAPSHOTS_KEEP
-most recently used. A snapshot that cannot be read is a miss: the run computes its
-report as before. `pipeline.reuse_answers: false` turns this off with the answer store.
+Kept under `<state>/reports/<key>/` — the store layer's directory store `reports`
+(tasks/io/store.py): written aside, sealed, renamed; the SNAPSHOTS_KEEP most recently used.
+A snapshot that cannot be read is a miss (moved aside, one warning line): the run computes
+its report as before; one that cannot be written (no room: DiskFull, a read-only state dir)
+is only a miss for the next run. `pipeline.reuse_answers: false` turns this off with the
+answer store.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import pickle
 import shutil
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ragspan.tasks.config import RESULTS_ROOTS, Settings, source_hash, state_dir
-from ragspan.tasks.io import heal
+from ragspan.tasks.config import RESULTS_ROOTS, Settings, source_hash
+from ragspan.tasks.io.store import REGISTRY, DirStore, dir_store
 
 if TYPE_CHECKING:
     from ragspan.tasks.io.load import Workspace
 
 SNAPSHOT_FORMAT = "snapshot-1"
-SNAPSHOTS_KEEP = 3
+SNAPSHOTS_KEEP = REGISTRY["reports"].keep
 PIECES = "pieces.pickle"  # the results view and the page's middle
 
 
@@ -70,51 +71,42 @@ def _stamped(segment: Path) -> list:
     return [segment.name, [[f.name, (st := f.stat()).st_size, st.st_mtime_ns] for f in files]]
 
 
-def _root() -> Path:
-    return state_dir() / "reports"
+def _store() -> DirStore:
+    return dir_store("reports")
+
+
+_HEALED = "the report is computed again"
 
 
 def find_snapshot(key: str) -> Snapshot | None:
-    """The snapshot kept under `key`, or None (none, or unreadable: moved aside)."""
-    directory = _root() / key
-    if not directory.is_dir():
+    """The snapshot kept under `key`, or None (none, or unreadable: moved aside). A hit
+    marks it used: kept by the pruning in keep_snapshot."""
+    store = _store()
+    directory = store.checked_dir(key, _HEALED)
+    if directory is None:
         return None
-    problem = heal.check_sealed(directory)
-    if problem is None:
-        try:
-            with open(directory / PIECES, "rb") as f:
-                metrics, middle = pickle.load(f)
-            os.utime(directory)  # recently used: kept by the pruning in keep_snapshot
-            return Snapshot(directory, metrics, middle)
-        except (OSError, ValueError, pickle.UnpicklingError, EOFError) as exc:
-            problem = f"{type(exc).__name__}: {str(exc)[:120]}"
-    heal.heal(directory, "report snapshot", problem, "the report is computed again")
+    try:
+        with open(directory / PIECES, "rb") as f:
+            metrics, middle = pickle.load(f)
+        return Snapshot(directory, metrics, middle)
+    except (OSError, ValueError, pickle.UnpicklingError, EOFError) as exc:
+        store.heal(directory, f"{type(exc).__name__}: {str(exc)[:120]}", _HEALED)
     return None
 
 
 def keep_snapshot(key: str, out_dir: Path, files: tuple[str, ...], metrics: dict, middle: str) -> None:
     """Keep `files` of the results just written to `out_dir`, the results view and the
     page's middle under `key`. A failure (no room, read-only state) costs only a miss."""
-    root = _root()
+
+    def fill(tmp: Path) -> None:
+        for name in files:
+            shutil.copyfile(out_dir / name, tmp / name)
+        with open(tmp / PIECES, "wb") as f:
+            pickle.dump((metrics, middle), f, protocol=pickle.HIGHEST_PROTOCOL)
+
     try:
-        root.mkdir(parents=True, exist_ok=True)
-        heal.remove_leftovers(root, ".snap-*")  # snapshots a kill interrupted
-        tmp = Path(tempfile.mkdtemp(prefix=".snap-", dir=root))
-        try:
-            for name in files:
-                shutil.copyfile(out_dir / name, tmp / name)
-            with open(tmp / PIECES, "wb") as f:
-                pickle.dump((metrics, middle), f, protocol=pickle.HIGHEST_PROTOCOL)
-            heal.seal(tmp)
-            shutil.rmtree(root / key, ignore_errors=True)
-            os.replace(tmp, root / key)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-        kept = sorted((p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")),
-                      key=lambda p: p.stat().st_mtime, reverse=True)
-        for stale in kept[SNAPSHOTS_KEEP:]:
-            shutil.rmtree(stale, ignore_errors=True)
-    except OSError:
+        _store().write_dir(key, fill)  # keeps the SNAPSHOTS_KEEP most recently used
+    except OSError:  # DiskFull included: the store as it was
         return
 
 

@@ -9,15 +9,16 @@ only on the top_k hits per claim, never once per corpus chunk.
 tantivy replaced bm25s (BENCHMARKS.md, "The corpus-wide index": same recall on the same terms;
 at 100k chunks 8x faster to build and ~17x faster to query, half the memory). Its
 search releases the GIL, so shards searching side by side use both cores.
+
+Store: `<state>/index/<hash>/`, the store layer's directory store `indexes`
+(tasks/io/store.py): built aside, sealed, renamed into place; checked whenever it is
+opened (a damaged index is moved aside and built again); no room is DiskFull.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
-import tempfile
 from functools import lru_cache
 from pathlib import Path
 
@@ -31,7 +32,7 @@ from ragspan.tasks.core import schemas
 from ragspan.tasks.core.chunk_split import gaps_between
 from ragspan.tasks.core.text import content_norms
 from ragspan.tasks.io import heal
-from ragspan.tasks.io.outputs import room_for
+from ragspan.tasks.io.store import dir_store
 from ragspan.tasks.steps.cache_policy import step_task
 
 INDEX_FORMAT = "tantivy-4"  # bump when the tokenisation or the files change (3: sums.json; 4: gaps)
@@ -63,46 +64,34 @@ STORE = "corpus index"  # as the warning names it
 def check_index(index_dir: Path) -> str | None:
     """None when the index is whole: every file's size and md5 as built (heal.seal), and
     the format this code writes; else what is wrong."""
-    problem = heal.check_sealed(index_dir)
-    if problem is None:
-        try:
-            info = json.loads((index_dir / "info.json").read_text())
-        except (OSError, ValueError):
-            return "info.json unreadable"
-        if info.get("format") != INDEX_FORMAT:
-            return f"format {info.get('format')!r}, not {INDEX_FORMAT!r}"
-    return problem
+    return heal.check_sealed(index_dir) or _check_format(index_dir)
+
+
+def _check_format(index_dir: Path) -> str | None:
+    try:
+        info = json.loads((index_dir / "info.json").read_text())
+    except (OSError, ValueError):
+        return "info.json unreadable"
+    if info.get("format") != INDEX_FORMAT:
+        return f"format {info.get('format')!r}, not {INDEX_FORMAT!r}"
+    return None
 
 
 def build_index_dir(chunks: pd.DataFrame, corpus: pd.DataFrame, root: Path) -> Path:
     """Build (or reuse) the index for this chunk table under `root/<hash>`; atomic. An
     existing index is checked first (check_index); a damaged one is moved aside, with one
     warning line, and built again."""
-    target = root / chunk_table_hash(chunks, corpus)
-    if target.exists():
-        problem = check_index(target)
-        if problem is None:
-            return target
-        heal.heal(target, STORE, problem, "rebuilding it")
-    root.mkdir(parents=True, exist_ok=True)
-    heal.remove_leftovers(root, ".building-*")  # builds a kill interrupted
+    store = dir_store("indexes", root)
+    name = chunk_table_hash(chunks, corpus)
+    found = store.checked_dir(name, "rebuilding it", _check_format, mark=False)  # the run marks its use
+    if found is not None:
+        return found
     texts = dict(zip(corpus["doc_id"], corpus["text"]))
     meta = chunks[["chunk_id", "doc_id", "char_start", "char_end"]].copy()
     meta["text"] = [texts[d][s:e] for d, s, e in zip(meta["doc_id"], meta["char_start"], meta["char_end"])]
     meta = with_gaps(meta, texts)
-    with room_for(target, root, STORE):
-        tmp = Path(tempfile.mkdtemp(prefix=".building-", dir=root))
-    try:
-        with room_for(target, root, STORE, needed=lambda: _bytes(tmp)):
-            _write_index(tmp, meta)
-        try:
-            os.replace(tmp, target)
-        except OSError:  # another process won the race: its index is identical
-            shutil.rmtree(tmp, ignore_errors=True)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    return target
+    # Another process may win the race: its index is identical, and kept.
+    return store.write_dir(name, lambda tmp: _write_index(tmp, meta), replace=False)
 
 
 def with_gaps(meta: pd.DataFrame, texts: dict[str, str]) -> pd.DataFrame:
@@ -120,10 +109,6 @@ def with_gaps(meta: pd.DataFrame, texts: dict[str, str]) -> pd.DataFrame:
     return meta.assign(gap_before=[before[i] for i in meta.index], gap_after=[after[i] for i in meta.index])
 
 
-def _bytes(d: Path) -> int:
-    return sum(p.stat().st_size for p in d.rglob("*") if p.is_file())
-
-
 def _write_index(tmp: Path, meta: pd.DataFrame) -> None:
     """The index's files into `tmp` (renamed into place by the caller), sums.json last."""
     (tmp / "tantivy").mkdir()
@@ -137,7 +122,7 @@ def _write_index(tmp: Path, meta: pd.DataFrame) -> None:
     # the rows of its hits (not 100k chunk texts into Python strings per process).
     feather.write_feather(meta.reset_index(drop=True), tmp / CHUNKS_FILE, compression="uncompressed")
     (tmp / "info.json").write_text(json.dumps({"format": INDEX_FORMAT, "chunks": len(meta)}))
-    heal.seal(tmp)  # every file's size and md5, checked whenever the index is opened
+    # sealed by the store: every file's size and md5, checked whenever the index is opened
 
 
 def _schema() -> tantivy.Schema:

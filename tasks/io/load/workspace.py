@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import os
 import pickle
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,13 +14,13 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from ragspan.tasks.config import Settings, loader_version, state_dir
 from ragspan.tasks.errors import InputError
-from ragspan.tasks.io import heal
 from ragspan.tasks.io.digests import file_md5s
 from ragspan.tasks.io.load.chunks import _load_chunks
 from ragspan.tasks.io.load.corpus import load_corpus
 from ragspan.tasks.io.load.files import TABLE_SUFFIXES
 from ragspan.tasks.io.load.questions import _load_questions
 from ragspan.tasks.io.load.runs import _RETRIEVED_COLS, _empty_answers, _load_run, _retrieved_frame
+from ragspan.tasks.io.store import dir_store
 
 
 @dataclass(frozen=True, eq=False)  # eq=False: comparing DataFrames with == is ambiguous
@@ -49,7 +48,8 @@ class Workspace:
 # answers takes ~2.3 s, reading a workspace back ~0.1 s — so the flow's load task does not
 # redo what the CLI just did, a re-run on unchanged files starts at once, and a changed
 # run file re-reads only itself. Only valid inputs are kept; the INPUT_CACHE_KEEP most
-# recent of each level.
+# recent of each level. The store is the store layer's `inputs` (tasks/io/store.py): each
+# entry a sealed file, written aside and renamed, healed when it cannot be read.
 INPUT_CACHE_KEEP = 3
 
 
@@ -79,36 +79,22 @@ STORE = "validated-inputs cache entry"  # as the warning names it
 def _cached(path: Path) -> Any:
     """The value kept at `path`, or None: missing (in silence), or unreadable — a
     checksum mismatch, a truncated file, a pickle of another pandas — which is moved
-    aside with one warning line, and the inputs are read from their files again."""
-    try:
-        with open(path, "rb") as f:
-            value = pickle.loads(heal.unsealed(f.read()))
-    except FileNotFoundError:
-        return None
-    except Exception as exc:  # noqa: BLE001 — whatever the damage, the files are the truth
-        heal.heal(path, STORE, str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__,
-                  "reading and validating the input files again")
-        return None
-    os.utime(path)  # recently used: kept by the pruning in _keep
-    return value
+    aside with one warning line, and the inputs are read from their files again. A read
+    marks the entry used: kept by the pruning in _keep."""
+    return dir_store("inputs", path.parent).read_file(path.name, pickle.loads,
+                                                      "reading and validating the input files again")
 
 
 def _keep(path: Path, value: Any) -> None:
     """Written aside, then renamed: an entry appears whole or not at all. A failure (a
-    read-only state dir, a full disk) only costs the next load a full read."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    read-only state dir, a full disk: DiskFull, the store as it was) only costs the next
+    load a full read."""
+    store = dir_store("inputs", path.parent)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "wb") as f:
-            f.write(heal.sealed_bytes(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)))
-        os.replace(tmp, path)
-        heal.remove_leftovers(path.parent, ".*.tmp")  # entries a kill interrupted
-        level = path.name.split("-", 1)[0]
-        kept = sorted(path.parent.glob(f"{level}-*.pickle"), key=lambda p: p.stat().st_mtime, reverse=True)
-        for stale in kept[INPUT_CACHE_KEEP:]:
-            stale.unlink(missing_ok=True)
-    except OSError:
-        tmp.unlink(missing_ok=True)
+        store.write_file(path.name, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+        store.keep_newest(INPUT_CACHE_KEEP, f"{path.name.split('-', 1)[0]}-*.pickle")  # per level
+    except OSError:  # DiskFull included
+        return
 
 
 # How the last load_workspace of this process got its inputs (`ragspan evaluate --verbose`).
