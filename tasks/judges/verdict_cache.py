@@ -54,19 +54,7 @@ Judged = tuple[list[list[tuple]], list[list[float | None]]]
 Fresh = Callable[[list[Item]], Judged]
 _Entry = tuple[tuple, float | None, bool]  # (row, competes with, row holds its marks)
 
-_active: Path | None = None
 _lock = threading.Lock()
-
-
-def use_verdict_cache(path: Path | None) -> None:
-    """Where the local judge keeps its verdicts in this process (None: nowhere). Set by the
-    evaluate flow; judges built elsewhere (unit tests, benchmarks) judge every pair."""
-    global _active
-    _active = path
-
-
-def active_cache() -> Path | None:
-    return _active
 
 
 def pair_keys(item: Item, judge_id: str) -> list[bytes]:
