@@ -175,8 +175,8 @@ def run_evaluate_flow(data_dir: str, run: str, out_dir: str, settings: Settings,
 
     `settings`: the run's, parsed by the caller (params file + overrides); the flow takes
     them as they are, and the task runner is sized by their `pipeline.shard_concurrency`.
-    `api_url`: the Prefect API to watch (None:
-    a temporary in-process server, nothing to watch). `owns_process`: the caller's process
+    `api_url`: the Prefect API to watch (None: a temporary in-process server, nothing to
+    watch). `owns_process`: the caller's process
     exists for this run (the command, a script, a notebook): Prefect's heartbeat is off, and
     once the API is dead and the results are written the process ends (exit 0, one warning
     line) rather than wait on the API. False inside a flow run (the watch flow, a user's
