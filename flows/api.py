@@ -173,27 +173,21 @@ def evaluate(data: PathLike, run: str | None = None, *, judge: JudgeKind = "loca
     `search__top_k=0`), plus `model=` and `base_url=` for the openai judge. Inputs are
     validated before any flow starts: a bad row raises InputError naming file, row and
     field; a run already writing `out` raises OutputBusy."""
-    from ragspan.flows.evaluation import choose_run, params_path
     from ragspan.flows.runtime import configure_prefect
 
     configure_prefect()  # before Prefect is imported: its state and logging defaults
-    from ragspan.tasks.config import load_settings
-    from ragspan.tasks.io.load import checked_workspace, hand_over
+    from ragspan.flows.evaluation import prepare_run
 
-    settings_overrides = {"judge.kind": judge, **params_overrides(overrides)}
-    params_file = params_path(None if params is None else str(params))
-    settings = load_settings(params_file, settings_overrides)
-    data_dir = str(data)
-    run = choose_run(data_dir, run, settings, params_file, run_option="run=")
-    out_dir = str(out) if out is not None else str(Path("results") / run)
-    ws = checked_workspace(data_dir, run, settings)  # a bad input stops here
-    hand_over(ws, settings)  # the flow's load step takes it instead of loading again
+    # as the command: params parsed once, the run chosen, a bad input stops here
+    prepared = prepare_run(str(data), run, None if out is None else str(out),
+                           params=None if params is None else str(params),
+                           overrides={"judge.kind": judge, **params_overrides(overrides)}, run_option="run=")
     with _prefect_api() as (api_url, owns_process):
         from ragspan.flows.evaluation import run_evaluate_flow
 
-        run_evaluate_flow(data_dir, run, out_dir, settings, params_file=params_file,
-                          overrides=settings_overrides, api_url=api_url, owns_process=owns_process)
-    return load_results(out_dir)
+        run_evaluate_flow(prepared.data_dir, prepared.run, prepared.out_dir, prepared.settings,
+                          api_url=api_url, owns_process=owns_process)
+    return load_results(prepared.out_dir)
 
 
 def params_overrides(overrides: dict[str, object]) -> dict[str, str]:

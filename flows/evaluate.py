@@ -7,13 +7,21 @@ writes those (tasks/reporting/snapshot.py).
 Each step is its own cached Prefect task; a shard's chain is one submitted task, so
 shards run side by side on the flow's task runner (threads by default, a Dask cluster
 with `--task-runner dask`) while every step inside stays separately cached. At most
-2 × shard_concurrency shards are in flight; each result goes to disk as it ends."""
+2 × shard_concurrency shards are in flight; each result goes to disk as it ends.
+
+Settings arrive as arguments and go on as arguments: the flow takes the `Settings` its
+caller already parsed (`prepare_run`, flows/evaluation.py; a params path only from callers
+that hold nothing else — a deployment, a test — and then it is parsed here, once), and
+hands every step what it needs: the judge's spec (what changes verdicts, in the step cache
+keys) and its runtime (verdict-cache and judge-cache paths, worker processes; in no key),
+so a judge on a Dask worker reuses verdicts as one on the flow's threads does."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from prefect import flow
+from prefect.context import FlowRunContext
 from prefect.task_runners import ThreadPoolTaskRunner
 from ragspan.flows import progress
 from ragspan.flows.ledger import timed
@@ -21,6 +29,7 @@ from ragspan.flows.shard import evaluate_shard
 from ragspan.flows.shard_window import spilled_results
 from ragspan.tasks.config import (
     PipelineParams,
+    Settings,
     code_version,
     judge_process_count,
     load_settings,
@@ -33,10 +42,7 @@ from ragspan.tasks.io.outputs import output_lock
 from ragspan.tasks.io.shard_spill import spilling
 from ragspan.tasks.io.state import mark_used, prune_after_run, step_results_dir
 from ragspan.tasks.io.step_results import sweep
-from ragspan.tasks.judges import judge_spec, support_threshold
-from ragspan.tasks.judges.local import set_processes
-from ragspan.tasks.judges.verdict_cache import CACHE_FILE as VERDICTS
-from ragspan.tasks.judges.verdict_cache import use_verdict_cache
+from ragspan.tasks.judges import judge_runtime, judge_spec, support_threshold
 from ragspan.tasks.reporting.artifacts import publish_artifacts
 from ragspan.tasks.reporting.report import report, report_unchanged
 from ragspan.tasks.reporting.snapshot import find_unchanged, unchanged_key
@@ -47,14 +53,23 @@ from ragspan.tasks.steps.corpus_search import build_index
       task_runner=ThreadPoolTaskRunner(max_workers=PipelineParams().shard_concurrency))
 def evaluate(data_dir: str, run: str, out_dir: str, params_path: str | None = None,
              judge: str | None = None, overrides: dict[str, str] | None = None,
-             compare_to: str | None = None, artifacts_name: str | None = None, previous: str | None = None) -> dict:
-    """`artifacts_name`: the name whose Prefect artifacts this run extends (default `run`;
-    the watch flow passes its index, so every scheduled/triggered run of it lines up);
-    `previous`: the results an index rebuild's label changes are told against (default: `out_dir`'s)."""
-    settings = load_settings(params_path, {**(overrides or {}), **({"judge.kind": judge} if judge else {})})
+             compare_to: str | None = None, artifacts_name: str | None = None, previous: str | None = None,
+             settings: Settings | None = None) -> dict:
+    """`settings`: the run's settings, already parsed (`prepare_run`, `run_evaluate_flow`);
+    without them, `params_path` (None: the defaults) + `overrides` + `judge` (judge.kind)
+    are parsed here — give one or the other. `artifacts_name`: the name whose Prefect
+    artifacts this run extends (default `run`; the watch flow passes its index, so every
+    scheduled/triggered run of it lines up); `previous`: the results an index rebuild's
+    label changes are told against (default: `out_dir`'s)."""
+    if settings is None:
+        settings = load_settings(params_path, {**(overrides or {}), **({"judge.kind": judge} if judge else {})})
+    elif params_path or overrides or judge:
+        raise ValueError("evaluate: give `settings` or params_path/overrides/judge, not both")
     spec, code = judge_spec(settings.judge), code_version()
     thr, band = support_threshold(settings.judge), settings.judge.uncertainty_band
     with output_lock(Path(out_dir)):  # a second run on the same --out is refused, not raced
+        # Validated again only when no caller did (prepare_run did, and left the workspace in
+        # the validated-inputs cache: this is a ~0.1 s read, tasks/io/load/workspace.py).
         ws = timed(load_inputs, data_dir, run, settings)  # bad input stops here: before any judge call
         index_dir = timed(build_index, ws.chunks, ws.corpus, str(state_dir() / "index"))
         mark_used(index_dir)  # for pruning by last use (tasks/io/state.py)
@@ -69,16 +84,25 @@ def evaluate(data_dir: str, run: str, out_dir: str, params_path: str | None = No
             passages = passages_for(ws)
             known = timed(reuse_answers, ws.answers, passages, str(answers), context, settings.pipeline.reuse_answers)
             progress.current().reused(known.reused, -(-len(known.fresh) // settings.pipeline.shard_size))
-            set_processes(judge_process_count(settings.pipeline))  # the local judge's worker processes
-            use_verdict_cache(state_dir() / VERDICTS if settings.pipeline.reuse_verdicts else None)
+            runtime = judge_runtime(settings.pipeline, state_dir(), judge_processes(settings.pipeline))
             shards = iter_shards(known.fresh, passages, settings.pipeline.shard_size)
             del passages  # the shards take their part, one at a time (flows/shard_window.py)
             with spilling(state_dir() / "spill") as spill_dir:  # shard results on disk, not in memory
-                done = spilled_results(lambda s: evaluate_shard.submit(s, spec, index_dir, top_k, thr, band, code),
-                                       shards, 2 * settings.pipeline.shard_concurrency, spill_dir)
+                done = spilled_results(
+                    lambda s: evaluate_shard.submit(s, spec, index_dir, top_k, thr, band, code, runtime),
+                    shards, 2 * settings.pipeline.shard_concurrency, spill_dir)
                 run_tables = timed(remember_answers, known, ws.answers, done)
             metrics = timed(report, Path(out_dir), ws, settings, spec, run_tables, compare_to, known.reused,
                             unchanged_key(ws, settings, context, answers, compare_to), previous)
     timed(publish_artifacts, metrics, out_dir, artifacts_name or run)  # the Prefect UI's view of the run
     timed(prune_after_run, settings.state.max_size, settings.state.max_age_days)  # params.yaml `state:` limits
     return metrics
+
+
+def judge_processes(pipeline: PipelineParams) -> int:
+    """The local judge's worker processes for this flow run: `pipeline.judge_processes` when
+    shards run on the flow's own threads; 1 on any other task runner — a Dask worker is a
+    process already (and its processes are daemonic by default: they may not start any)."""
+    context = FlowRunContext.get()
+    on_threads = context is None or isinstance(context.task_runner, ThreadPoolTaskRunner)
+    return judge_process_count(pipeline) if on_threads else 1

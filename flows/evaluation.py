@@ -4,10 +4,14 @@ Python API (`ragspan.evaluate`, flows/api.py) and the watch flow behind `ragspan
 same task runner (`pipeline.shard_concurrency` of the params file, not the flow's default)
 and the same guard against a Prefect API that dies or hangs mid-run (`ApiWatch`).
 
-Also here, for the command and the API alike: which params file applies (`params_path`),
-which run of a data directory to evaluate (`choose_run`), and the Prefect server to use
-(`settle_api`, `server_in_use`). Standard library only at module level: the CLI's parser
-imports this module, and `--help` stays fast."""
+The command and the API also prepare a run the same way, in `prepare_run`: which params
+file applies (`params_path`), its settings parsed once (+ the caller's overrides), which
+run of a data directory to evaluate (`choose_run`), and its inputs validated — a bad input
+stops there, before any flow or judge call. What it returns goes to `run_evaluate_flow`
+and on to the flow as arguments (the parsed `Settings`, never a params path to parse
+again). Also here: the Prefect server to use (`settle_api`, `server_in_use`). Standard
+library only at module level: the CLI's parser imports this module, and `--help` stays
+fast."""
 
 from __future__ import annotations
 
@@ -16,12 +20,14 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ragspan.flows.runners import RunnerKind
     from ragspan.tasks.config import Settings
+    from ragspan.tasks.io.load import Workspace
 
 DEFAULT_PARAMS = Path("params.yaml")
 
@@ -61,6 +67,40 @@ def choose_run(data: str, given: str | None, settings: Settings, params_file: st
     if not names:
         raise UsageError(f"{Path(data) / 'runs'}: no run files (runs/<name>.jsonl): nothing to evaluate")
     raise UsageError(f"{Path(data) / 'runs'}: {len(names)} runs, choose one with {run_option}: {', '.join(names)}")
+
+
+@dataclass(frozen=True, eq=False)  # eq=False: a Workspace holds DataFrames
+class PreparedRun:
+    """One evaluation, ready for the flow: where its inputs and results are, its settings
+    (parsed once: the flow takes them as they are) and its validated inputs."""
+
+    data_dir: str
+    run: str
+    out_dir: str
+    settings: Settings
+    params_file: str | None  # the file the settings were read from (None: built-in defaults)
+    workspace: Workspace
+    overrides: dict[str, str] = field(default_factory=dict)  # dotted params keys applied on top
+
+
+def prepare_run(data: str | None, run: str | None, out: str | None, *, params: str | None,
+                overrides: dict[str, str], run_option: str = "--run") -> PreparedRun:
+    """What `ragspan evaluate` and `ragspan.evaluate` do before the flow, in one place:
+    the params file (`params`, else ./params.yaml when present, else the defaults) parsed
+    once with `overrides`; the data directory (`data`, else the params' data.dir); the run
+    (`choose_run`; `run_option` names the choice in its error); the results directory
+    (`out`, else results/RUN); the inputs loaded and validated — InputError on the first
+    problem, before any flow or judge call. Raises ConfigError, UsageError, InputError."""
+    from ragspan.tasks.config import load_settings
+    from ragspan.tasks.io.load import checked_workspace
+
+    params_file = params_path(params)
+    settings = load_settings(params_file, overrides)
+    data_dir = str(data) if data else settings.data.dir
+    chosen = choose_run(data_dir, run, settings, params_file, run_option)
+    workspace = checked_workspace(data_dir, chosen, settings)  # a bad input stops here
+    return PreparedRun(data_dir=data_dir, run=chosen, out_dir=str(out) if out else str(Path("results") / chosen),
+                       settings=settings, params_file=params_file, workspace=workspace, overrides=dict(overrides))
 
 
 def run_of_another_workspace(names: list[str], listed: list[str], source: str,
@@ -127,16 +167,16 @@ def current_api_url() -> str | None:
 
 
 def run_evaluate_flow(data_dir: str, run: str, out_dir: str, settings: Settings, *,
-                      params_file: str | None, overrides: dict[str, str], api_url: str | None,
-                      runner: RunnerKind = "thread", dask_address: str | None = None,
+                      api_url: str | None, runner: RunnerKind = "thread", dask_address: str | None = None,
                       compare_to: str | None = None, artifacts_name: str | None = None,
                       quiet: bool = True, owns_process: bool = True,
                       previous: str | None = None) -> dict[str, Any]:
     """Run the evaluate flow on its task runner under the dead-API guard; its metrics.
 
-    `settings` are those the flow will load (params file + overrides): only their
-    `pipeline.shard_concurrency` is read here. `api_url`: the Prefect API to watch (None:
-    a temporary in-process server, nothing to watch). `owns_process`: the caller's process
+    `settings`: the run's, parsed by the caller (params file + overrides); the flow takes
+    them as they are, and the task runner is sized by their `pipeline.shard_concurrency`.
+    `api_url`: the Prefect API to watch (None: a temporary in-process server, nothing to
+    watch). `owns_process`: the caller's process
     exists for this run (the command, a script, a notebook): Prefect's heartbeat is off, and
     once the API is dead and the results are written the process ends (exit 0, one warning
     line) rather than wait on the API. False inside a flow run (the watch flow, a user's
@@ -164,9 +204,8 @@ def run_evaluate_flow(data_dir: str, run: str, out_dir: str, settings: Settings,
     with heartbeat, (watching or contextlib.nullcontext()) as watch:
         try:
             metrics = evaluate.with_options(task_runner=task_runner_)(
-                data_dir=data_dir, run=run, out_dir=out_dir, params_path=params_file,
-                overrides=overrides, compare_to=compare_to, artifacts_name=artifacts_name,
-                previous=previous)
+                data_dir=data_dir, run=run, out_dir=out_dir, settings=settings, compare_to=compare_to,
+                artifacts_name=artifacts_name, previous=previous)
         except Exception as exc:
             # The API may die before the watch's next check (a flow run being created):
             # an unexpected error with the API gone now is the same one line.

@@ -10,7 +10,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from ragspan.flows.ledger import StepLedger
 from ragspan.tasks.core.shards import Shard, ShardResult
-from ragspan.tasks.judges.base import JudgeSpec
+from ragspan.tasks.judges.base import JudgeRuntime, JudgeSpec
 from ragspan.tasks.steps.boundary import chunk_split, chunk_windows
 from ragspan.tasks.steps.corpus_search import corpus_search
 from ragspan.tasks.steps.decompose import decompose
@@ -21,15 +21,15 @@ from ragspan.tasks.steps.validate_offsets import validate_offsets
 
 @task(name="evaluate-shard", cache_policy=NO_CACHE)
 def evaluate_shard(shard: Shard, spec: JudgeSpec, index_dir: str, top_k: int, thr: float, band: float,
-                   code: str) -> ShardResult:
+                   code: str, runtime: JudgeRuntime) -> ShardResult:
     step = StepLedger()
-    claims = step.run(decompose, shard.answers, spec, code)
-    judged = step.run(validate_offsets, step.run(extract, claims, shard.passages, spec, code), code)
+    claims = step.run(decompose, shard.answers, spec, code, runtime)
+    judged = step.run(validate_offsets, step.run(extract, claims, shard.passages, spec, code, runtime), code)
     hits = step.run(corpus_search, claims, judged, shard.passages, index_dir, top_k, thr, code)
-    searched = step.run(validate_offsets, step.run(extract, claims, hits, spec, code), code)
+    searched = step.run(validate_offsets, step.run(extract, claims, hits, spec, code, runtime), code)
     diagnoses, marked = step.run(diagnose, claims, judged, searched, shard.answers, thr, band, code)
     # evidence cut by a chunk boundary: the claims' passages joined with their neighbours
     windows = step.run(chunk_windows, diagnoses, judged, searched, shard.passages, hits, index_dir, code)
-    across = step.run(validate_offsets, step.run(extract, claims, windows, spec, code), code)
+    across = step.run(validate_offsets, step.run(extract, claims, windows, spec, code, runtime), code)
     return step.result(claims, judged, searched, step.run(chunk_split, diagnoses, marked, across, shard.passages,
                                                           hits, shard.answers, index_dir, thr, band, code))

@@ -176,8 +176,7 @@ def watch(index: str = "", version: str = "", run_path: str = "", revision: str 
         if source == "rag.command":
             candidate.unlink(missing_ok=True)
         log.info("evaluating %s (%s) → %s", run_file, source, out_dir)
-        metrics = run_evaluate_flow(str(data_dir), run, str(out_dir), settings,
-                                    params_file=str(ev_params) if ev_params else None, overrides={},
+        metrics = run_evaluate_flow(str(data_dir), run, str(out_dir), settings,  # as parsed here, not again
                                     api_url=current_api_url(), artifacts_name=safe_name(index),
                                     owns_process=False, previous=previous_results_dir(root, index, out_dir))
         finished = datetime.now(UTC)

@@ -1,7 +1,7 @@
 """Settings: `params.yaml` → one validated object passed down; paths and versions.
 
-Configuration flows one way: the CLI reads params.yaml, validates it here, and passes
-`Settings` to the flow. Secrets never live here (the OpenAI key is read from the
+Configuration flows one way: the CLI or the API reads params.yaml, validates it here, and
+passes `Settings` to the flow, which passes what each step needs as arguments. Secrets never live here (the OpenAI key is read from the
 environment by the judge that needs it).
 """
 
@@ -168,8 +168,10 @@ class Settings(_Strict):
 def load_settings(path: str | Path | None = None, overrides: dict | None = None) -> Settings:
     """Read params.yaml (or defaults when `path` is None) and validate it.
 
-    Parsed once per process and file version: the CLI and the flow it starts ask for the
-    same settings, and an unchanged file (same size and mtime) is not read again."""
+    Parsed once per process and file version: an unchanged file (same size and mtime) is
+    not read again by another caller here (the watch flow reads its `rag:` and `schedule:`
+    from the file it then evaluates with). The command and the API parse once anyway
+    (`prepare_run`, flows/evaluation.py) and hand the result to the flow."""
     key: tuple = (None,)
     if path is not None:
         try:

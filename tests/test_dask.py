@@ -6,11 +6,17 @@ subprocess, each with its own RAGSPAN_HOME.
 - a separately started cluster: `dask scheduler` and two `dask worker` processes on
   127.0.0.1 (free ports, each in its own working directory, sharing the client's state
   dir through RAGSPAN_HOME), four shards spread over both workers; then a third worker
-  that does not share the state dir stops the next run before any shard, naming it."""
+  that does not share the state dir stops the next run before any shard, naming it;
+- verdicts reused on Dask: after a corpus change, a run on a temporary local cluster of two
+  workers judges only the pairs whose text changed, as the thread runner does — the verdict
+  cache reaches the judges in the workers as an argument (tasks.judges.base.JudgeRuntime)."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -35,10 +41,11 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _evaluate(tmp: Path, name: str, runner: str, *extra: str, home: Path | None = None) -> subprocess.Popen:
+def _evaluate(tmp: Path, name: str, runner: str, *extra: str, home: Path | None = None,
+              data: Path = SAMPLE) -> subprocess.Popen:
     env = _env()
     env["RAGSPAN_HOME"] = str(home or tmp / f"home-{name}")
-    cmd = [RAGSPAN, "evaluate", "--data", str(SAMPLE), "--run", "baseline", "--out", str(tmp / name),
+    cmd = [RAGSPAN, "evaluate", "--data", str(data), "--run", "baseline", "--out", str(tmp / name),
            "--quiet", "--task-runner", runner, *extra]
     return subprocess.Popen(cmd, env=env, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -115,3 +122,57 @@ def test_a_separate_dask_cluster_gives_the_same_diagnoses_and_checks_shared_stat
     finally:
         for proc in reversed(procs):  # workers first, then the scheduler; by PID
             stop(proc, timeout=30)
+
+
+# ---------------------------------------------------------------- verdicts reused on Dask
+
+SHOUTED = 8  # documents whose "the" becomes "THE"
+
+
+def shout_the(data: Path, documents: int = SHOUTED) -> list[str]:
+    """Every word "the" of the first `documents` documents holding one becomes "THE": the
+    same length, so every chunk keeps its offsets and only those documents' passages change.
+    Returns their ids."""
+    path = data / "corpus.jsonl"
+    docs = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    changed = []
+    for doc in docs:
+        if len(changed) < documents and re.search(r"\bthe\b", doc["text"]):
+            doc["text"] = re.sub(r"\bthe\b", "THE", doc["text"])
+            changed.append(doc["doc_id"])
+    path.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in docs), encoding="utf-8")
+    assert len(changed) == documents
+    return changed
+
+
+def _judge_facts(out: Path) -> dict:
+    """run.json's judge counts: pairs judged, verdicts reused, reused pairs judged again."""
+    judge = json.loads((out / "run.json").read_text(encoding="utf-8"))["judge"]
+    return {k: judge[k] for k in ("pairs_judged", "verdicts_reused", "marks_rejudged")}
+
+
+def test_a_dask_run_after_a_corpus_change_judges_only_the_new_pairs_as_threads_do(tmp_path):
+    data = tmp_path / "data"
+    shutil.copytree(SAMPLE, data)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({"pipeline": {"shard_size": 6}}))  # several shards
+    homes = {runner: tmp_path / f"home-{runner}" for runner in ("thread", "dask")}
+
+    def both(step: str) -> dict[str, dict]:
+        # dask: a temporary local cluster of pipeline.shard_concurrency (2) worker processes,
+        # which see the run's state dir through the RAGSPAN_HOME they inherit
+        procs = {r: _evaluate(tmp_path, f"{r}-{step}", r, home=homes[r], data=data) for r in homes}
+        for runner, p in procs.items():
+            _, err = p.communicate(timeout=420)
+            assert p.returncode == 0, f"{runner} runner, {step} run, failed:\n{err[-3000:]}"
+        return {r: _judge_facts(tmp_path / f"{r}-{step}") for r in homes}
+
+    first = both("first")
+    assert first["dask"] == first["thread"] and first["dask"]["pairs_judged"] > 500  # a cold run judges every pair
+    assert all((home / "verdict-cache.sqlite").is_file() for home in homes.values())
+    shout_the(data)
+    second = both("second")
+    # only the pairs whose passage text changed are judged again, on Dask as on threads
+    assert second["dask"] == second["thread"], second
+    judged, reused = second["dask"]["pairs_judged"], second["dask"]["verdicts_reused"]
+    assert 0 < judged < first["dask"]["pairs_judged"] / 2 and reused > judged, second
+    _same_diagnoses(tmp_path / "thread-second", tmp_path / "dask-second")

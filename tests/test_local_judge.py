@@ -89,7 +89,7 @@ def test_worker_processes_give_the_same_verdicts_as_in_process():
 
     from conftest import SAMPLE
     from ragspan.tasks.judges import local
-    from ragspan.tasks.judges.base import JudgeSpec
+    from ragspan.tasks.judges.base import JudgeRuntime, JudgeSpec
 
     docs = [json.loads(line)["text"] for line in (SAMPLE / "corpus.jsonl").read_text(encoding="utf-8").splitlines()]
     passages = [d[i:i + 600] for d in docs for i in range(0, len(d), 500)][:40]
@@ -97,17 +97,15 @@ def test_worker_processes_give_the_same_verdicts_as_in_process():
     claims = [c.text for a in answers for c in local.split_claims(a)] + ["🙂"]  # and one with no words
     items = [(c, passages) for c in claims]
     assert sum(len(p) for _, p in items) >= local.MIN_POOLED_PAIRS
-    judge = local.LocalJudge(JudgeSpec())
+    judge, pooling = local.LocalJudge(JudgeSpec()), local.LocalJudge(JudgeSpec(), JudgeRuntime(processes=2))
     try:
-        local.set_processes(1)
-        alone = judge.judge_many(items)
-        local.set_processes(2)
-        assert local._pool_for(local.MIN_POOLED_PAIRS) is not None
-        pooled = judge.judge_many(items)
+        alone = judge.judge_many(items)  # the default runtime: in-process
+        assert local._pool_for(local.MIN_POOLED_PAIRS, 2) is not None
+        pooled = pooling.judge_many(items)
     finally:
-        local.set_processes(1)
+        local.shutdown_workers()
     assert pooled == alone
-    assert judge.stats.calls == 2 * len(items)
+    assert judge.stats.calls == pooling.stats.calls == len(items)
     assert {v.verdict for row in alone for v in row if hasattr(v, "verdict")} >= {"supported", "unsupported"}
     assert alone[-1][0].kind == "no_content"
 
@@ -117,22 +115,21 @@ def test_a_judge_worker_that_dies_falls_back_to_judging_in_process():
     import signal
 
     from ragspan.tasks.judges import local
-    from ragspan.tasks.judges.base import JudgeSpec
+    from ragspan.tasks.judges.base import JudgeRuntime, JudgeSpec
 
     items = [("Paris is the capital of France.", ["Paris is the capital of France."] * 50)] * 60
-    judge = local.LocalJudge(JudgeSpec())
+    judge = local.LocalJudge(JudgeSpec(), JudgeRuntime(processes=2))
     try:
-        local.set_processes(2)
-        pool = local._pool_for(local.MIN_POOLED_PAIRS)
+        pool = local._pool_for(local.MIN_POOLED_PAIRS, 2)
         import time
 
         list(pool.map(time.sleep, [0.3, 0.3]))  # both workers are up (one is started per idle-less submit)
         for pid in list(pool._processes):  # kill them: the pool is broken
             os.kill(pid, signal.SIGKILL)
         verdicts = judge.judge_many(items)
-        assert local._processes == 1  # fell back, and stays in-process
+        assert local._workers_failed and local._pool_for(local.MIN_POOLED_PAIRS, 2) is None  # stays in-process
     finally:
-        local.set_processes(1)
+        local.shutdown_workers()
     assert len(verdicts) == 60 and all(v.verdict == "supported" for row in verdicts for v in row)
     assert judge.stats.calls == 60
 

@@ -1,4 +1,8 @@
-"""`ragspan evaluate` and `ragspan validate`: check the inputs once, then run the flow."""
+"""`ragspan evaluate` and `ragspan validate`: check the inputs once, then run the flow.
+
+`ragspan evaluate` prepares its run as the Python API does (`prepare_run`,
+flows/evaluation.py: params parsed once, run chosen, inputs validated) and hands the
+parsed settings to the flow (`run_evaluate_flow`)."""
 
 from __future__ import annotations
 
@@ -12,10 +16,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ragspan.flows.evaluation import choose_run, params_path
+from ragspan.flows.evaluation import params_path
 
 if TYPE_CHECKING:
-    from ragspan.tasks.config import Settings
+    from ragspan.flows.evaluation import PreparedRun
 
 
 def _judge_overrides(args: argparse.Namespace) -> dict[str, str]:
@@ -23,11 +27,6 @@ def _judge_overrides(args: argparse.Namespace) -> dict[str, str]:
     given = {"judge.kind": getattr(args, "judge", None), "judge.model": getattr(args, "model", None),
              "judge.base_url": getattr(args, "base_url", None)}
     return {k: v for k, v in given.items() if v}
-
-
-def _run_of(args: argparse.Namespace, settings: Settings) -> tuple[str, str]:
-    data = args.data or settings.data.dir
-    return data, choose_run(data, args.run, settings, params_path(args.params))
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -60,16 +59,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from ragspan.tasks.config import load_settings
-    from ragspan.tasks.io.load import checked_workspace
+    from ragspan.flows.evaluation import prepare_run
 
     verbose = Verbose(args.verbose)
-    overrides = _judge_overrides(args)
-    settings = load_settings(params_path(args.params), overrides)  # parsed once; the flow reuses it
-    data, run = _run_of(args, settings)
-    out = args.out or str(Path("results") / run)
-    with verbose.timed("validate inputs"):
-        ws = checked_workspace(data, run, settings)  # a bad input stops here, before any flow or judge call
+    with verbose.timed("validate inputs"):  # a bad input stops here, before any flow or judge call
+        prepared = prepare_run(args.data, args.run, args.out, params=args.params, overrides=_judge_overrides(args))
+    settings, ws, out = prepared.settings, prepared.workspace, prepared.out_dir
     verbose.inputs_cache()
     if args.dry_run:
         from ragspan.tasks.tools.estimate import judge_call_estimate
@@ -89,7 +84,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         url, how = settle_api(log=lambda m: print(m, file=sys.stderr))
     verbose.server(url, how)
     with server_in_use(how):
-        metrics = _run_flow(args, settings, ws, data, run, out, overrides, verbose, url)
+        metrics = _run_flow(args, prepared, verbose, url)
     if args.json:
         print(json.dumps({k: metrics[k] for k in ("run", "claims", "judged", "unjudged", "labels")}))
         return 0
@@ -112,24 +107,21 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_flow(args, settings, ws, data: str, run: str, out: str, overrides: dict, verbose: Verbose,
-              api_url: str | None = None) -> dict:
+def _run_flow(args: argparse.Namespace, prepared: PreparedRun, verbose: Verbose, api_url: str | None = None) -> dict:
     with verbose.timed("import the flow"):
         from ragspan.flows import progress
         from ragspan.flows.evaluation import run_evaluate_flow
-        from ragspan.tasks.io.load import hand_over
 
+    ws = prepared.workspace
     verbose.index_state(ws)
-    hand_over(ws, settings)  # the flow's load step takes it instead of loading again
-    shard_size = max(1, settings.pipeline.shard_size)
+    shard_size = max(1, prepared.settings.pipeline.shard_size)
     mode = args.progress or ("none" if args.quiet else "auto")
     reporter = progress.make(mode)
     with progress.activate(reporter), verbose.step_timings(), verbose.timed("the evaluate flow"):
-        reporter.start(run, len(ws.answers), -(-len(ws.answers) // shard_size))
-        metrics = run_evaluate_flow(data, run, out, settings, params_file=params_path(args.params),
-                                    overrides=overrides, api_url=api_url, runner=args.task_runner,
-                                    dask_address=args.dask_address, compare_to=args.compare_to,
-                                    quiet=not args.verbose)
+        reporter.start(prepared.run, len(ws.answers), -(-len(ws.answers) // shard_size))
+        metrics = run_evaluate_flow(prepared.data_dir, prepared.run, prepared.out_dir, prepared.settings,
+                                    api_url=api_url, runner=args.task_runner, dask_address=args.dask_address,
+                                    compare_to=args.compare_to, quiet=not args.verbose)
         reporter.done(metrics["claims"], {k: v["count"] for k, v in metrics["labels"].items()})
     return metrics
 

@@ -58,6 +58,25 @@ class JudgeSpec:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class JudgeRuntime:
+    """Where and how a judge runs, never what it answers: the settings a step hands to the
+    judge it builds (`make_judge(spec, runtime)`). The evaluate flow builds one from the
+    run's settings and passes it through `evaluate_shard` to every judging step, so a
+    judge on a Dask worker gets the same as one on a thread of the flow's process — a
+    module variable set by the flow would exist in the flow's process only.
+
+    Not part of any cache key (tasks/steps/cache_policy.py leaves the `runtime` input out):
+    verdicts are the same with or without the verdict cache, in any number of processes,
+    wherever the state dir is. Picklable (plain strings and ints) for the Dask workers.
+    The default is a judge on its own: every pair judged, in this process, the openai
+    judge's cache at its default path (unit tests, benchmarks)."""
+
+    verdict_cache: str | None = None  # the local judge's verdict cache file; None: every pair is judged
+    judge_cache: str | None = None  # the openai judge's cache file; None: its default (state dir)
+    processes: int = 1  # worker processes a big local judge_many may use; 1 = in-process
+
+
 class ClaimText(BaseModel):
     model_config = ConfigDict(frozen=True)
 

@@ -29,6 +29,7 @@ from ragspan.tasks.judges.base import (
     ClaimText,
     JudgeFailure,
     JudgeItem,
+    JudgeRuntime,
     JudgeSpec,
     JudgeStats,
     Verdict,
@@ -71,14 +72,14 @@ def needs_llm(verdicts: Sequence[Verdict | JudgeFailure], route: str, band: floa
 class CascadeJudge:
     """The Judge protocol over a local judge and an OpenAI-compatible one."""
 
-    def __init__(self, spec: JudgeSpec) -> None:
+    def __init__(self, spec: JudgeSpec, runtime: JudgeRuntime | None = None) -> None:
         from ragspan.tasks.judges.local import LocalJudge
         from ragspan.tasks.judges.openai_judge import OpenAIJudge, OpenAIOptions
 
         self.spec = spec
         local, llm, self.route, self.band, self.threshold = parts_of(spec)
-        self.local = LocalJudge(local)
-        self.llm = OpenAIJudge(llm)
+        self.local = LocalJudge(local, runtime)  # both parts run as the cascade does
+        self.llm = OpenAIJudge(llm, runtime=runtime)
         self._per_call = max(1, OpenAIOptions.from_spec(llm).max_passages_per_call)
         self._routing = JudgeStats()
 

@@ -35,13 +35,14 @@ from ragspan.tasks.judges.base import (
     ClaimText,
     JudgeFailure,
     JudgeItem,
+    JudgeRuntime,
     JudgeSpec,
     JudgeStats,
     Verdict,
     answer_items,
     judge_items,
 )
-from ragspan.tasks.judges.verdict_cache import active_cache, rows_with_cache
+from ragspan.tasks.judges.verdict_cache import rows_with_cache
 from ragspan.tasks.judges.verifier import Row, model_path, verifier
 
 # The local judge's model name in manifests; its version is the verifier's
@@ -77,10 +78,13 @@ def split_claims(answer: str) -> list[ClaimText]:
 
 
 class LocalJudge:
-    """The learned local judge (see the module docstring). Pure and deterministic."""
+    """The learned local judge (see the module docstring). Pure and deterministic.
+    `runtime`: where its verdict cache is and how many worker processes it may use
+    (None: no cache, in-process); its verdicts are the same either way."""
 
-    def __init__(self, spec: JudgeSpec) -> None:
+    def __init__(self, spec: JudgeSpec, runtime: JudgeRuntime | None = None) -> None:
         self.spec = spec
+        self.runtime = runtime or JudgeRuntime()
         self.stats = JudgeStats()
         self._model = str(model_path())
 
@@ -99,14 +103,14 @@ class LocalJudge:
         items = [(i.claim, list(i.passages), i.question, i.whole_answer) for i in judge_items(items)]
         self.stats.calls += len(items)
         pairs = sum(len(i[1]) for i in items)
-        cache = active_cache()
+        cache = self.runtime.verdict_cache
         if cache is None:
             rows, judged, again = self._rows(items)[0], pairs, 0
         else:  # only pairs never judged before (tasks/judges/verdict_cache.py)
             # the model file's own version too: RAGSPAN_LOCAL_JUDGE_MODEL may point elsewhere
             # than the spec the judge was built with says
             judge_id = f"{self.spec.model}@{self.spec.prompt_version}+{local_judge_version()}+{_code_version()}"
-            rows, judged, again = rows_with_cache(items, self._rows, judge_id, cache)
+            rows, judged, again = rows_with_cache(items, self._rows, judge_id, Path(cache))
         self.stats.pairs_judged += judged
         self.stats.verdicts_reused += pairs - judged
         self.stats.marks_rejudged += again
@@ -115,41 +119,56 @@ class LocalJudge:
     def _rows(self, items: list[tuple[str, list[str], str, bool]]) -> tuple[list[list[Row]], list[list[float | None]]]:
         """Verdict rows judged now (in worker processes when there are many), and per pair
         the support it competes with for the claim's marks (verifier.Verifier.rows)."""
-        pool = _pool_for(sum(len(i[1]) for i in items))
+        processes = self.runtime.processes
+        pool = _pool_for(sum(len(i[1]) for i in items), processes)
         if pool is None:
             return _judge_rows(self._model, items)
-        step = max(1, len(items) // (4 * _processes))
+        step = max(1, len(items) // (4 * processes))
         batches = [items[i:i + step] for i in range(0, len(items), step)]
         try:
             parts = list(pool.map(_judge_rows, [self._model] * len(batches), batches))
         except (BrokenProcessPool, OSError):  # workers cannot start or died: judge here instead
-            _kill_workers(pool)
-            set_processes(1)
+            _give_up_workers(pool)
             return _judge_rows(self._model, items)
         return [r for part in parts for r in part[0]], [c for part in parts for c in part[1]]
 
 
 # --------------------------------------------------------------------------- worker processes
 # The local judge is pure Python: threads share one GIL, so on its own it uses one core.
-# With `pipeline.judge_processes` > 1 (set by the flow, tasks.config) a big judge_many is
-# split over that many worker processes (spawned once, reused; each keeps its own caches).
-# Verdicts are pure functions of (claim, passage, threshold): identical either way.
-# Dask workers and every other process keep the default, 1 = in-process.
+# With JudgeRuntime.processes > 1 (the flow's `pipeline.judge_processes` on its thread
+# runner, tasks.config.judge_process_count) a big judge_many is split over that many worker
+# processes. A pool is a resource of this process, not a setting: spawned on first use for
+# its size, reused by every judge asking for that size (each worker keeps its own caches).
+# Verdicts are pure functions of (claim, passage, threshold): identical either way. On a
+# Dask worker the flow asks for 1 (in-process): the worker is a process of its own already.
 
 MIN_POOLED_PAIRS = 2000  # below this, shipping the work costs more than it saves
-_processes = 1
-_pool: ProcessPoolExecutor | None = None
+_pools: dict[int, ProcessPoolExecutor] = {}  # by number of workers
 _pool_lock = threading.Lock()
+# Worker processes could not start here, or died: this process judges in-process from then
+# on (a fact about the process, learnt by the judge — not a setting).
+_workers_failed = False
 
 
-def set_processes(n: int) -> None:
-    """How many worker processes a big judge_many may use (1 = none)."""
-    global _processes, _pool
+def shutdown_workers() -> None:
+    """End this process's judge worker pools, and forget that workers failed (tests)."""
+    global _workers_failed
     with _pool_lock:
-        if n != _processes and _pool is not None:
-            _pool.shutdown(wait=False, cancel_futures=True)
-            _pool = None
-        _processes = max(1, n)
+        for pool in _pools.values():
+            pool.shutdown(wait=False, cancel_futures=True)
+        _pools.clear()
+        _workers_failed = False
+
+
+def _give_up_workers(pool: ProcessPoolExecutor) -> None:
+    """A pool broke: kill what is left of it, and judge in-process from now on."""
+    global _workers_failed
+    _kill_workers(pool)
+    with _pool_lock:
+        _workers_failed = True
+        for size, known in list(_pools.items()):
+            if known is pool:
+                del _pools[size]
 
 
 def _kill_workers(pool: ProcessPoolExecutor) -> None:
@@ -162,17 +181,18 @@ def _kill_workers(pool: ProcessPoolExecutor) -> None:
                 proc.kill()
 
 
-def _pool_for(pairs: int) -> ProcessPoolExecutor | None:
-    global _pool
-    if _processes <= 1 or pairs < MIN_POOLED_PAIRS:
+def _pool_for(pairs: int, processes: int) -> ProcessPoolExecutor | None:
+    """The pool of `processes` workers to judge `pairs` pairs on, or None: in-process."""
+    if processes <= 1 or pairs < MIN_POOLED_PAIRS or _workers_failed:
         return None
     with _pool_lock:
-        if _pool is None:
+        pool = _pools.get(processes)
+        if pool is None:
             # spawn, not fork: the parent runs Prefect's threads, and a forked child could
             # inherit a lock one of them held.
-            _pool = ProcessPoolExecutor(_processes, mp_context=multiprocessing.get_context("spawn"))
-            atexit.register(_pool.shutdown, wait=False, cancel_futures=True)
-        return _pool
+            pool = _pools[processes] = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"))
+            atexit.register(pool.shutdown, wait=False, cancel_futures=True)
+        return pool
 
 
 def _judge_rows(model: str, items: list[tuple[str, list[str], str, bool]]) -> tuple[list[list[Row]], list[list[float | None]]]:

@@ -68,6 +68,7 @@ from ragspan.tasks.judges.base import (
     ClaimText,
     JudgeFailure,
     JudgeItem,
+    JudgeRuntime,
     JudgeSpec,
     JudgeStats,
     Verdict,
@@ -144,7 +145,10 @@ class _FormatRejected:
 class OpenAIJudge:
     """The Judge Protocol over an OpenAI-compatible endpoint (see the module docstring)."""
 
-    def __init__(self, spec: JudgeSpec, *, cache: JudgeCache | bool | None = True) -> None:
+    def __init__(self, spec: JudgeSpec, *, cache: JudgeCache | bool | None = True,
+                 runtime: JudgeRuntime | None = None) -> None:
+        """`cache`: True, the judge cache of `runtime.judge_cache` (None there: the state
+        dir's) when `judge.cache` is on; a JudgeCache; or False/None for none."""
         if spec.kind != "openai":
             raise ValueError(f"OpenAIJudge needs an openai spec, got {spec.kind!r}")
         self.spec = spec
@@ -157,7 +161,7 @@ class OpenAIJudge:
         self._schema = schema_fingerprint()
         self._prompts = {p: load_prompt(p) for p in ("decompose", "extract")}
         if cache is True:
-            cache = JudgeCache() if self.options.cache else None
+            cache = JudgeCache((runtime or JudgeRuntime()).judge_cache) if self.options.cache else None
         self.cache: JudgeCache | None = cache if isinstance(cache, JudgeCache) else None
         self._budget = budget_for(spec, self.options)
         key = api_key_for(self.options, spec.base_url or DEFAULT_BASE_URL)

@@ -55,9 +55,6 @@ Judged = tuple[list[list[tuple]], list[list[float | None]]]
 Fresh = Callable[[list[Item]], Judged]
 _Entry = tuple[tuple, float | None, bool]  # (row, competes with, row holds its marks)
 
-_active: Path | None = None
-
-
 def sqlite_store(path: Path) -> SqliteStore:
     """The verdict cache at `path` as the store layer keeps it: started anew when damaged
     (every verdict can be computed again); one entry per day of last use for pruning."""
@@ -65,17 +62,6 @@ def sqlite_store(path: Path) -> SqliteStore:
         path, "verdict cache", _SCHEMA, ("verdicts",), salvage=False, action="its verdicts are judged again",
         entries_sql=f"SELECT day, (day + 1) * {DAY_S} - 1, COUNT(*) FROM verdicts GROUP BY day",
         delete_sql="DELETE FROM verdicts WHERE day = ?", clear_sql="DELETE FROM verdicts")
-
-
-def use_verdict_cache(path: Path | None) -> None:
-    """Where the local judge keeps its verdicts in this process (None: nowhere). Set by the
-    evaluate flow; judges built elsewhere (unit tests, benchmarks) judge every pair."""
-    global _active
-    _active = path
-
-
-def active_cache() -> Path | None:
-    return _active
 
 
 def pair_keys(item: Item, judge_id: str) -> list[bytes]:

@@ -7,7 +7,11 @@ differently from the identical table built in memory, so the step after a cached
 would never be cached. Here DataFrames are hashed by value (pandas' own
 `hash_pandas_object`, plus columns and dtypes). TASK_SOURCE sees only the task's own
 body, so every step also takes `code` (tasks.config.code_version()) and its judge
-spec/thresholds as inputs. Results are persisted under the ragspan state dir
+spec/thresholds as inputs. A judging step's `runtime` input (tasks.judges.base.JudgeRuntime:
+the verdict-cache and judge-cache paths, worker processes) is left out of the key
+(RUNTIME_INPUTS): it changes no output, and a path under the state dir in the key would
+make an unchanged re-run elsewhere, or with the verdict cache off, miss. Results are
+persisted under the ragspan state dir
 (PREFECT_RESULTS_LOCAL_STORAGE_PATH, set by flows.runtime), never inside a DVC out, with
 a checksum (tasks/io/step_results.py).
 """
@@ -47,17 +51,22 @@ def fingerprint(value: Any) -> str:
     return hash_objects(value, raise_on_failure=True) or ""
 
 
+# Inputs that say how a step runs, not what it computes: never in a cache key.
+RUNTIME_INPUTS: frozenset[str] = frozenset({"runtime"})
+
+
 @dataclasses.dataclass
 class ContentInputs(CachePolicy):
     """Prefect cache policy: a key from the *content* of every input (`fingerprint`),
-    not from its pickle — composed with TASK_SOURCE in STEP_CACHE_POLICY."""
+    not from its pickle, leaving out RUNTIME_INPUTS — composed with TASK_SOURCE in
+    STEP_CACHE_POLICY."""
 
     def compute_key(self, task_ctx: Any, inputs: dict[str, Any], flow_parameters: dict[str, Any],
                     **kwargs: Any) -> str | None:
         if not inputs:
             return None
         h = hashlib.sha256()
-        for name in sorted(inputs):
+        for name in sorted(set(inputs) - RUNTIME_INPUTS):
             h.update(name.encode())
             h.update(fingerprint(inputs[name]).encode())
         return h.hexdigest()

@@ -10,7 +10,14 @@ import pandas as pd
 from ragspan.tasks.core import schemas
 from ragspan.tasks.core.locate import locate_quote
 from ragspan.tasks.judges import make_judge
-from ragspan.tasks.judges.base import ClaimText, Judge, JudgeFailure, JudgeSpec, JudgeStats
+from ragspan.tasks.judges.base import (
+    ClaimText,
+    Judge,
+    JudgeFailure,
+    JudgeRuntime,
+    JudgeSpec,
+    JudgeStats,
+)
 from ragspan.tasks.steps.cache_policy import step_task
 
 
@@ -57,5 +64,7 @@ def claims_for_answers(answers: pd.DataFrame, judge: Judge) -> tuple[pd.DataFram
 
 
 @step_task("decompose")
-def decompose(answers: pd.DataFrame, spec: JudgeSpec, code: str) -> tuple[pd.DataFrame, JudgeStats]:
-    return claims_for_answers(answers, make_judge(spec))
+def decompose(answers: pd.DataFrame, spec: JudgeSpec, code: str,
+              runtime: JudgeRuntime | None = None) -> tuple[pd.DataFrame, JudgeStats]:
+    """`runtime`: as extract's (not in the step's cache key)."""
+    return claims_for_answers(answers, make_judge(spec, runtime))

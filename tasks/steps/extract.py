@@ -11,7 +11,14 @@ import pandas as pd
 from ragspan.tasks.core import schemas
 from ragspan.tasks.core.answer_spans import marks_json
 from ragspan.tasks.judges import make_judge
-from ragspan.tasks.judges.base import Judge, JudgeFailure, JudgeItem, JudgeSpec, JudgeStats
+from ragspan.tasks.judges.base import (
+    Judge,
+    JudgeFailure,
+    JudgeItem,
+    JudgeRuntime,
+    JudgeSpec,
+    JudgeStats,
+)
 from ragspan.tasks.steps.cache_policy import step_task
 
 _PASSAGE_COLUMNS = ("source", "chunk_id", "doc_id", "passage_start", "rank", "in_context", "score", "passage_text")
@@ -82,5 +89,8 @@ def candidates_for_claims(claims: pd.DataFrame, passages: pd.DataFrame, judge: J
 
 
 @step_task("extract")
-def extract(claims: pd.DataFrame, passages: pd.DataFrame, spec: JudgeSpec, code: str) -> tuple[pd.DataFrame, JudgeStats]:
-    return candidates_for_claims(claims, passages, make_judge(spec))
+def extract(claims: pd.DataFrame, passages: pd.DataFrame, spec: JudgeSpec, code: str,
+            runtime: JudgeRuntime | None = None) -> tuple[pd.DataFrame, JudgeStats]:
+    """`runtime`: where the judge's caches are and how many processes it may use (not in
+    the step's cache key: it changes no verdict)."""
+    return candidates_for_claims(claims, passages, make_judge(spec, runtime))

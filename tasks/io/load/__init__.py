@@ -39,9 +39,8 @@ from ragspan.tasks.io.load.runs import run_names
 from ragspan.tasks.io.load.workspace import (
     Workspace,
     checked_workspace,
-    hand_over,
     load_inputs,
     load_workspace,
 )
 
-__all__ = ["CORPUS_FILE_SUFFIXES", "RUN_KEYS", "TABLE_SUFFIXES", "InputError", "Workspace", "checked_workspace", "chunk_corpus", "find_table", "hand_over", "load_chunks", "load_corpus", "load_inputs", "load_questions", "load_workspace", "locate_text", "read_table", "run_names"]
+__all__ = ["CORPUS_FILE_SUFFIXES", "RUN_KEYS", "TABLE_SUFFIXES", "InputError", "Workspace", "checked_workspace", "chunk_corpus", "find_table", "load_chunks", "load_corpus", "load_inputs", "load_questions", "load_workspace", "locate_text", "read_table", "run_names"]

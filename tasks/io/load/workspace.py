@@ -166,22 +166,6 @@ def _read_workspace(data_dir: Path, run: str | None, default_context_k: int, cor
     )
 
 
-# Workspaces validated in this process and handed to the flow that evaluates them: the
-# CLI validates before starting a flow (a bad input is one line, before any judge call),
-# and the flow's `load` step takes that workspace instead of loading it a second time.
-_HANDED_OVER: dict[tuple, Workspace] = {}
-
-
-def _handover_key(data_dir: str | Path, run: str | None, settings: Settings) -> tuple:
-    return (str(Path(data_dir).resolve()), run, settings.chunking.size, settings.chunking.overlap,
-            settings.pipeline.default_context_k)
-
-
-def hand_over(ws: Workspace, settings: Settings) -> None:
-    """Give a validated workspace to the next `load_inputs` for the same inputs here."""
-    _HANDED_OVER[_handover_key(ws.data_dir, ws.run, settings)] = ws
-
-
 def checked_workspace(data_dir: str | Path, run: str | None, settings: Settings) -> Workspace:
     """Load and validate every input (InputError on the first problem)."""
     return load_workspace(data_dir, run, settings.chunking.size, settings.chunking.overlap,
@@ -189,8 +173,13 @@ def checked_workspace(data_dir: str | Path, run: str | None, settings: Settings)
 
 
 # Not cached by Prefect: reading and validating the files is the point (and it is cheap).
+# The workspace is not handed in as an argument: the flow would have to take it as a flow
+# parameter, and Prefect serialises every flow parameter for its API (fastapi's
+# jsonable_encoder: a deep copy of every DataFrame of a dataclass before it gives up and
+# stores "<Workspace>" — measured 1.75 s at 100k chunks) and validates it. A caller that
+# validated the inputs (prepare_run, flows/evaluation.py) left them in the validated-inputs
+# cache: loading them here again is that cache's hit (~0.1 s), not a second parse.
 @task(name="load", cache_policy=NO_CACHE)
 def load_inputs(data_dir: str | Path, run: str | None, settings: Settings) -> Workspace:
-    """The workspace the CLI handed over, else the inputs loaded and validated now."""
-    handed = _HANDED_OVER.pop(_handover_key(data_dir, run, settings), None)
-    return handed if handed is not None else checked_workspace(data_dir, run, settings)
+    """The inputs, loaded and validated (from the validated-inputs cache when unchanged)."""
+    return checked_workspace(data_dir, run, settings)
