@@ -55,9 +55,10 @@ def test_a_judge_with_a_verdict_cache_uses_the_file_it_is_given(tmp_path: Path):
     judge = make_judge(JudgeSpec(), JudgeRuntime(verdict_cache=str(cache)))
     items = [("Paris is the capital of France.", ["Paris is the capital of France.", "Rome is in Italy."])]
     first = judge.judge_many(items)
-    assert cache.is_file() and judge.stats.pairs_judged == 2
+    # "Rome is in Italy." holds no word of the claim: decided without the model, never stored
+    assert cache.is_file() and judge.stats.pairs_judged == 1 and judge.stats.pairs_decided == 1
     again = make_judge(JudgeSpec(), JudgeRuntime(verdict_cache=str(cache)))
-    assert again.judge_many(items) == first and again.stats.verdicts_reused == 2 and again.stats.pairs_judged == 0
+    assert again.judge_many(items) == first and again.stats.verdicts_reused == 1 and again.stats.pairs_judged == 0
 
 
 def test_the_flow_takes_settings_or_a_params_path_not_both():

@@ -200,11 +200,14 @@ class JudgeStats(BaseModel):
     invalid_marks: int = 0  # words an LLM judge marked unsupported that are not in the claim (dropped)
     failed_calls: int = 0  # requests sent that ended without a usable reply (LLM judges)
     prompt_tokens: int = 0
-    # local judge: (claim, passage) pairs judged, verdicts reused from the verdict cache, and
-    # reused pairs judged again alone for the marks they now win (tasks/judges/verdict_cache.py)
+    # local judge: (claim, passage) pairs judged by the model, verdicts reused from the
+    # verdict cache, reused pairs judged again alone for the marks they now win
+    # (tasks/judges/verdict_cache.py), and pairs whose verdict needed no model (decided in
+    # bulk: too few of the claim's words in the passage; never stored)
     pairs_judged: int = 0
     verdicts_reused: int = 0
     marks_rejudged: int = 0
+    pairs_decided: int = 0
     completion_tokens: int = 0
     # cascade judge: claims sent to the LLM, claims the local judge decided alone, and the
     # LLM calls those would have taken

@@ -102,19 +102,30 @@ class LocalJudge:
     def judge_many(self, items: Sequence[JudgeItem | tuple]) -> list[list[Verdict | JudgeFailure]]:
         items = [(i.claim, list(i.passages), i.question, i.whole_answer) for i in judge_items(items)]
         self.stats.calls += len(items)
-        pairs = sum(len(i[1]) for i in items)
+        # Pairs whose row needs no model (a passage with too few of the claim's words: most
+        # pairs at scale) are decided here in bulk, and neither judged nor stored; the others
+        # get exactly the rows they would have got beside them (verifier.fixed_rows).
+        fixed = verifier(Path(self._model)).fixed_rows(items)
+        open_items = [k for k, fx in enumerate(fixed) if None in fx]
+        asked = [(items[k][0], [p for p, f in zip(items[k][1], fixed[k]) if f is None], *items[k][2:])
+                 for k in open_items]
+        pairs = sum(len(i[1]) for i in asked)
         cache = self.runtime.verdict_cache
         if cache is None:
-            rows, judged, again = self._rows(items)[0], pairs, 0
+            asked_rows, judged, again = self._rows(asked)[0] if asked else [], pairs, 0
         else:  # only pairs never judged before (tasks/judges/verdict_cache.py)
             # the model file's own version too: RAGSPAN_LOCAL_JUDGE_MODEL may point elsewhere
             # than the spec the judge was built with says
             judge_id = f"{self.spec.model}@{self.spec.prompt_version}+{local_judge_version()}+{_code_version()}"
-            rows, judged, again = rows_with_cache(items, self._rows, judge_id, Path(cache))
+            asked_rows, judged, again = rows_with_cache(asked, self._rows, judge_id, Path(cache))
+        for k, got in zip(open_items, asked_rows, strict=True):
+            rest = iter(got)
+            fixed[k] = [f if f is not None else next(rest) for f in fixed[k]]
+        self.stats.pairs_decided += sum(len(i[1]) for i in items) - pairs
         self.stats.pairs_judged += judged
         self.stats.verdicts_reused += pairs - judged
         self.stats.marks_rejudged += again
-        return [[_from_row(r) for r in item_rows] for item_rows in rows]
+        return [[_from_row(r) for r in item_rows] for item_rows in fixed]
 
     def _rows(self, items: list[tuple[str, list[str], str, bool]]) -> tuple[list[list[Row]], list[list[float | None]]]:
         """Verdict rows judged now (in worker processes when there are many), and per pair
