@@ -7,7 +7,8 @@ the real local judge. After each change the run's tables and metrics are compare
 cold run of the same data in a fresh state dir, and the (claim, passage) pairs the local
 judge was asked about are recorded (the verifier runs as usual; the test only listens):
 the incremental run must judge exactly the pairs the new corpus needs that no earlier run
-judged, and run.json's `pairs_judged` must count them."""
+judged, and run.json's `pairs_judged` must count them. Answers none of whose inputs a change
+reaches are reused whole from the answer store, and the results are still the cold run's."""
 
 from __future__ import annotations
 
@@ -180,6 +181,19 @@ def _assert_rebuild_told(out: Path, before: pd.DataFrame, metrics: dict, change)
         assert expected["retrieval_miss → hallucination"] == 2
 
 
+def _assert_reused_whole(metrics: dict, change, answers: int) -> None:
+    """Answers whose inputs the change left alone — their passages, their documents, and no
+    claim that searched the corpus — come from the answer store whole (docs/decisions.md
+    #52); those that searched are evaluated again, since every change here moves BM25's
+    statistics. Back on an earlier corpus (remove_document undoes add_document), the
+    answers that searched it are found under that corpus's key."""
+    reused = metrics["judge"]["answers_reused"]
+    if change is remove_document:
+        assert reused == answers, change.__name__
+    else:
+        assert 0 < reused < answers, change.__name__
+
+
 def test_a_rebuild_judges_only_new_pairs_and_gives_the_cold_results(tmp_path, state_dir, monkeypatch):
     data = tmp_path / "data"
     shutil.copytree(SAMPLE, data)
@@ -202,6 +216,7 @@ def test_a_rebuild_judges_only_new_pairs_and_gives_the_cold_results(tmp_path, st
         with fresh_state(tmp_path / f"fresh-{step}", monkeypatch), cold.listening(monkeypatch):
             scratch = run_evaluate(data, tmp_path / f"cold-{step}", params)
         _assert_same_results(out, tmp_path / f"cold-{step}")
+        _assert_reused_whole(incremental, change, len(_read(data / "runs" / "baseline.jsonl")))
         _assert_rebuild_told(out, before, incremental, change)
         assert "rebuild" not in scratch  # a first run: nothing before it to tell against
         needed = set(cold.pairs) - set(seen.pairs)  # what the new corpus asks that no run asked
