@@ -29,6 +29,7 @@ pytestmark = pytest.mark.usefixtures("prefect_server")
 
 TABLES = ("claims", "spans", "diagnoses", "answer_spans")
 PARAMS = "pipeline:\n  judge_processes: 1\n"  # in-process, so the test hears every pair
+CUT_AT = " thousand"
 
 
 class PairLog:
@@ -235,3 +236,33 @@ def test_a_rebuild_judges_only_new_pairs_and_gives_the_cold_results(tmp_path, st
         else:
             assert judged > 0, change.__name__
         seen.pairs.update(now.pairs)
+
+
+def test_an_answer_is_evaluated_again_when_its_documents_chunks_move(tmp_path, state_dir, monkeypatch):
+    """The answer's passages stay the same, and no claim searched the corpus; but the chunk
+    after its retrieved chunk goes, and with it the window that found the claim's evidence
+    cut at that chunk's edge. The key by documents holds the document's chunks: the answer
+    is evaluated again, and its tables are a cold run's (no chunk split any more)."""
+    from test_chunk_split import DOC, _workspace
+
+    cut = DOC.index(" square kilometres")  # the chunk holds enough of the evidence to support the claim
+    data = _workspace(tmp_path / "data", [(0, cut), (cut, len(DOC))], 0)
+    params = tmp_path / "params.yaml"
+    params.write_text(PARAMS)
+    out, cold = tmp_path / "out", tmp_path / "cold"
+
+    def evaluate_run(out: Path) -> dict:
+        from ragspan.flows.evaluate import evaluate
+
+        return evaluate(data_dir=str(data), run="r", out_dir=str(out), params_path=str(params))
+
+    evaluate_run(out)
+    split = pd.read_parquet(out / "diagnoses.parquet").iloc[0]
+    assert split["label"] == "correct" and split["evidence_source"] == "retrieved" and split["chunk_split"]
+    _write(data / "chunks.jsonl", [c for c in _read(data / "chunks.jsonl") if c["chunk_id"] != "aral#1"])
+    again = evaluate_run(out)
+    with fresh_state(tmp_path / "fresh", monkeypatch):
+        evaluate_run(cold)
+    _assert_same_results(out, cold)
+    assert again["judge"]["answers_reused"] == 0
+    assert not pd.read_parquet(out / "diagnoses.parquet").iloc[0]["chunk_split"]  # the change mattered

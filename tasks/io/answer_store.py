@@ -2,12 +2,18 @@
 
 Every step works answer by answer — an answer's claims, judgements, corpus hits and
 diagnoses depend only on the answer itself, the passages retrieved for it (texts, ranks,
-cutoff, reference answer) and a shared *context*: the judge spec, the code version, the
-support threshold, the corpus-search depth and the corpus index. So each answer gets a
-key (answer row + its passages + the context), and an answer whose key is in the store
-gets its rows from there; only the others go through the shards and their cached Prefect
-steps. A re-run with 5 % of the answers changed evaluates those 5 %, wherever they are in
-the file (Prefect's step cache alone re-runs every shard that holds one changed answer).
+cutoff, reference answer), the chunk windows of the documents those passages come from,
+the corpus as a whole when one of its claims went to corpus-wide search (BM25's scores and
+top-k follow the whole corpus's statistics), and a shared *context*: the judge spec, the
+code version, the support threshold and the corpus-search depth. So each answer has two
+keys (AnswerKey: answer row + its passages + the context, with the hash of every document
+its passages cite, or with the corpus digest): it is stored under the one by documents when
+none of its claims searched the corpus, else under the one by corpus; an answer with either
+key in the store gets its rows from there; only the others go through the shards and their
+cached Prefect steps. A re-run with 5 % of the answers changed evaluates those 5 %, wherever
+they are in the file (Prefect's step cache alone re-runs every shard that holds one changed
+answer); one after 5 % of the documents changed evaluates the answers that cite them and
+those that searched the corpus (docs/decisions.md #52).
 
 Store: `<state>/answers/<context>/seg-*/{claims,spans,diagnoses}.parquet`, each row
 tagged with its answer's key — the store layer's directory store `answer_store`
@@ -16,10 +22,10 @@ with the answers it evaluated (written aside, sealed, then renamed: a segment ap
 or not at all; no room is DiskFull, the other segments kept); beyond MAX_SEGMENTS
 they are folded into one, the newest rows of an answer winning. Answers hit by a judge failure another attempt may not repeat (an
 outage, a spent budget: RETRYABLE_FAILURES) are never stored, so the next run tries them
-again (their good calls then come from the judge cache). A change of corpus,
-judge, prompt, threshold or code is a new context: nothing is reused across it. Only the
+again (their good calls then come from the judge cache). A change of judge, prompt,
+threshold, search depth or code is a new context: nothing is reused across it. Only the
 MAX_CONTEXTS most recently used contexts are kept. `pipeline.reuse_answers: false` turns
-the store off (Prefect's step cache still applies). docs/decisions.md #17.
+the store off (Prefect's step cache still applies). docs/decisions.md #17, #52.
 """
 
 from __future__ import annotations
