@@ -92,7 +92,7 @@ NO_CORPUS = CorpusIdentity("", pd.Series([], dtype=np.uint64))  # callers that g
 
 
 def corpus_identity(chunks: pd.DataFrame, corpus: pd.DataFrame, index_dir: str) -> CorpusIdentity:
-    """Per-document hashes, vectorised (~0.1 s per 100k chunks), and the corpus digest: the
+    """Per-document hashes, vectorised (~1 s at 100k chunks, 52 MB of text), and the corpus digest: the
     index's name (the chunk table with its texts) plus every document's hash (which also
     covers the text between chunks that windows join across)."""
     rows = chunks[["doc_id", "chunk_id", "char_start", "char_end"]]
