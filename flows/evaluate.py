@@ -36,7 +36,12 @@ from ragspan.tasks.config import (
     state_dir,
 )
 from ragspan.tasks.core.shards import iter_shards, passages_for
-from ragspan.tasks.io.answer_store import context_key, remember_answers, reuse_answers
+from ragspan.tasks.io.answer_store import (
+    context_key,
+    corpus_identity,
+    remember_answers,
+    reuse_answers,
+)
 from ragspan.tasks.io.load import load_inputs
 from ragspan.tasks.io.outputs import output_lock
 from ragspan.tasks.io.shard_spill import spilling
@@ -75,14 +80,16 @@ def evaluate(data_dir: str, run: str, out_dir: str, params_path: str | None = No
         mark_used(index_dir)  # for pruning by last use (tasks/io/state.py)
         sweep(step_results_dir())  # step results a killed run half-wrote: moved aside, one line
         top_k, answers = settings.search.top_k, state_dir() / "answers"
-        context = context_key(spec, code, (thr, band), top_k, index_dir)
+        context = context_key(spec, code, (thr, band), top_k)  # the corpus is in each answer's key
         kept = timed(find_unchanged, ws, settings, context, answers, compare_to)  # tasks/reporting/snapshot.py
         if kept is not None:  # nothing changed since a run that kept its results: they are written again
             progress.current().reused(len(ws.answers), 0)
             metrics = timed(report_unchanged, Path(out_dir), ws, settings, spec, kept, compare_to, previous)
         else:
             passages = passages_for(ws)
-            known = timed(reuse_answers, ws.answers, passages, str(answers), context, settings.pipeline.reuse_answers)
+            corpus = timed(corpus_identity, ws.chunks, ws.corpus, index_dir)  # what of it each answer's key holds
+            known = timed(reuse_answers, ws.answers, passages, str(answers), context, settings.pipeline.reuse_answers,
+                          corpus)
             progress.current().reused(known.reused, -(-len(known.fresh) // settings.pipeline.shard_size))
             runtime = judge_runtime(settings.pipeline, state_dir(), judge_processes(settings.pipeline))
             shards = iter_shards(known.fresh, passages, settings.pipeline.shard_size)

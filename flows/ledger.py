@@ -84,14 +84,16 @@ class StepLedger:
     def summary(self) -> dict[str, dict[str, int]]:
         return {name: dict(counts) for name, counts in self.states.items()}
 
-    def result(self, claims: Any, judged: Any, searched: Any, diagnosed: Any) -> ShardResult:
+    def result(self, claims: Any, judged: Any, searched: Any, diagnosed: Any,
+               searching: frozenset[str] = frozenset()) -> ShardResult:
         """What the shard hands on: its output tables, stats, task states, answers to retry.
         `diagnosed`: the last step's (diagnoses, answer spans[, judgements of its own: the
-        window judgements that decided a chunk split, tasks/steps/boundary.py])."""
+        window judgements that decided a chunk split, tasks/steps/boundary.py]).
+        `searching`: the answers with a claim that went to corpus-wide search."""
         diagnoses, answer_spans, *more = diagnosed
         both = pd.concat([judged, searched, *more], ignore_index=True)
         return ShardResult(claims, spans_from_judgements(both), diagnoses, self.stats, self.summary(),
-                           answers_to_retry(claims, both), answer_spans)
+                           answers_to_retry(claims, both), answer_spans, searching)
 
 
 def _failure(name: str, state: Any) -> Exception:

@@ -12,7 +12,7 @@ from ragspan.flows.ledger import StepLedger
 from ragspan.tasks.core.shards import Shard, ShardResult
 from ragspan.tasks.judges.base import JudgeRuntime, JudgeSpec
 from ragspan.tasks.steps.boundary import chunk_split, chunk_windows
-from ragspan.tasks.steps.corpus_search import corpus_search
+from ragspan.tasks.steps.corpus_search import claims_needing_search, corpus_search
 from ragspan.tasks.steps.decompose import decompose
 from ragspan.tasks.steps.diagnose import diagnose
 from ragspan.tasks.steps.extract import extract
@@ -26,10 +26,13 @@ def evaluate_shard(shard: Shard, spec: JudgeSpec, index_dir: str, top_k: int, th
     claims = step.run(decompose, shard.answers, spec, code, runtime)
     judged = step.run(validate_offsets, step.run(extract, claims, shard.passages, spec, code, runtime), code)
     hits = step.run(corpus_search, claims, judged, shard.passages, index_dir, top_k, thr, code)
+    # answers whose results follow the whole corpus (the search's BM25 statistics): the
+    # answer store keys them by it, the others by their documents alone
+    searching = frozenset(claims_needing_search(claims, judged, thr)["question_id"]) if top_k > 0 else frozenset()
     searched = step.run(validate_offsets, step.run(extract, claims, hits, spec, code, runtime), code)
     diagnoses, marked = step.run(diagnose, claims, judged, searched, shard.answers, thr, band, code)
     # evidence cut by a chunk boundary: the claims' passages joined with their neighbours
     windows = step.run(chunk_windows, diagnoses, judged, searched, shard.passages, hits, index_dir, code)
     across = step.run(validate_offsets, step.run(extract, claims, windows, spec, code, runtime), code)
     return step.result(claims, judged, searched, step.run(chunk_split, diagnoses, marked, across, shard.passages,
-                                                          hits, shard.answers, index_dir, thr, band, code))
+                                                          hits, shard.answers, index_dir, thr, band, code), searching)

@@ -7,7 +7,8 @@ the real local judge. After each change the run's tables and metrics are compare
 cold run of the same data in a fresh state dir, and the (claim, passage) pairs the local
 judge was asked about are recorded (the verifier runs as usual; the test only listens):
 the incremental run must judge exactly the pairs the new corpus needs that no earlier run
-judged, and run.json's `pairs_judged` must count them."""
+judged, and run.json's `pairs_judged` must count them. Answers none of whose inputs a change
+reaches are reused whole from the answer store, and the results are still the cold run's."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ pytestmark = pytest.mark.usefixtures("prefect_server")
 
 TABLES = ("claims", "spans", "diagnoses", "answer_spans")
 PARAMS = "pipeline:\n  judge_processes: 1\n"  # in-process, so the test hears every pair
+CUT_AT = " thousand"
 
 
 class PairLog:
@@ -180,6 +182,19 @@ def _assert_rebuild_told(out: Path, before: pd.DataFrame, metrics: dict, change)
         assert expected["retrieval_miss → hallucination"] == 2
 
 
+def _assert_reused_whole(metrics: dict, change, answers: int) -> None:
+    """Answers whose inputs the change left alone — their passages, their documents, and no
+    claim that searched the corpus — come from the answer store whole (docs/decisions.md
+    #52); those that searched are evaluated again, since every change here moves BM25's
+    statistics. Back on an earlier corpus (remove_document undoes add_document), the
+    answers that searched it are found under that corpus's key."""
+    reused = metrics["judge"]["answers_reused"]
+    if change is remove_document:
+        assert reused == answers, change.__name__
+    else:
+        assert 0 < reused < answers, change.__name__
+
+
 def test_a_rebuild_judges_only_new_pairs_and_gives_the_cold_results(tmp_path, state_dir, monkeypatch):
     data = tmp_path / "data"
     shutil.copytree(SAMPLE, data)
@@ -202,6 +217,7 @@ def test_a_rebuild_judges_only_new_pairs_and_gives_the_cold_results(tmp_path, st
         with fresh_state(tmp_path / f"fresh-{step}", monkeypatch), cold.listening(monkeypatch):
             scratch = run_evaluate(data, tmp_path / f"cold-{step}", params)
         _assert_same_results(out, tmp_path / f"cold-{step}")
+        _assert_reused_whole(incremental, change, len(_read(data / "runs" / "baseline.jsonl")))
         _assert_rebuild_told(out, before, incremental, change)
         assert "rebuild" not in scratch  # a first run: nothing before it to tell against
         needed = set(cold.pairs) - set(seen.pairs)  # what the new corpus asks that no run asked
@@ -220,3 +236,33 @@ def test_a_rebuild_judges_only_new_pairs_and_gives_the_cold_results(tmp_path, st
         else:
             assert judged > 0, change.__name__
         seen.pairs.update(now.pairs)
+
+
+def test_an_answer_is_evaluated_again_when_its_documents_chunks_move(tmp_path, state_dir, monkeypatch):
+    """The answer's passages stay the same, and no claim searched the corpus; but the chunk
+    after its retrieved chunk goes, and with it the window that found the claim's evidence
+    cut at that chunk's edge. The key by documents holds the document's chunks: the answer
+    is evaluated again, and its tables are a cold run's (no chunk split any more)."""
+    from test_chunk_split import DOC, _workspace
+
+    cut = DOC.index(" square kilometres")  # the chunk holds enough of the evidence to support the claim
+    data = _workspace(tmp_path / "data", [(0, cut), (cut, len(DOC))], 0)
+    params = tmp_path / "params.yaml"
+    params.write_text(PARAMS)
+    out, cold = tmp_path / "out", tmp_path / "cold"
+
+    def evaluate_run(out: Path) -> dict:
+        from ragspan.flows.evaluate import evaluate
+
+        return evaluate(data_dir=str(data), run="r", out_dir=str(out), params_path=str(params))
+
+    evaluate_run(out)
+    split = pd.read_parquet(out / "diagnoses.parquet").iloc[0]
+    assert split["label"] == "correct" and split["evidence_source"] == "retrieved" and split["chunk_split"]
+    _write(data / "chunks.jsonl", [c for c in _read(data / "chunks.jsonl") if c["chunk_id"] != "aral#1"])
+    again = evaluate_run(out)
+    with fresh_state(tmp_path / "fresh", monkeypatch):
+        evaluate_run(cold)
+    _assert_same_results(out, cold)
+    assert again["judge"]["answers_reused"] == 0
+    assert not pd.read_parquet(out / "diagnoses.parquet").iloc[0]["chunk_split"]  # the change mattered

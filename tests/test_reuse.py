@@ -13,6 +13,7 @@ from ragspan.tasks.io.answer_store import (
     MAX_SEGMENTS,
     answer_keys,
     context_key,
+    corpus_identity,
     in_answer_order,
     merged,
     remember,
@@ -42,7 +43,8 @@ def _table(rows: list[dict], model: type) -> pd.DataFrame:
     return model.validate(pd.DataFrame(rows, columns=columns))
 
 
-def _result(question_ids: list[str], retry: frozenset[str] = frozenset()) -> ShardResult:
+def _result(question_ids: list[str], retry: frozenset[str] = frozenset(),
+            searched: frozenset[str] = frozenset()) -> ShardResult:
     claims = schemas.table([{"run": "r", "question_id": q, "claim_id": f"{q}:c0", "claim_index": 0,
                              "claim": f"claim of {q}", "question": f"question {q}?", "answer_start": 0, "answer_end": 5,
                              "origin": "decomposed", "decompose_error": None} for q in question_ids], schemas.Claims)
@@ -57,10 +59,11 @@ def _result(question_ids: list[str], retry: frozenset[str] = frozenset()) -> Sha
                                 "evidence_source": "retrieved", "match": "exact", "confidence": 0.9,
                                 "support_probability": 0.9, "uncertain": False, "decided_by": "local"}
                         for q in question_ids], schemas.Diagnoses)
-    return ShardResult(claims, spans, diagnoses, JudgeStats(calls=len(question_ids)), {}, retry)
+    return ShardResult(claims, spans, diagnoses, JudgeStats(calls=len(question_ids)), {}, retry,
+                       searched=searched & set(question_ids))
 
 
-CTX = context_key(JudgeSpec(), "code-1", (0.6, 0.1), 5, "/state/index/abc123")
+CTX = context_key(JudgeSpec(), "code-1", (0.6, 0.1), 5)
 
 
 def test_a_changed_passage_changes_only_its_answers_key():
@@ -80,16 +83,61 @@ def test_keys_do_not_depend_on_answer_order_but_on_every_part_of_the_context():
     keys = answer_keys(answers, passages, CTX)
     assert answer_keys(answers.iloc[::-1].reset_index(drop=True), passages, CTX) == keys
     others = [
-        context_key(JudgeSpec(prompt_version="local-0"), "code-1", (0.6, 0.1), 5, "/state/index/abc123"),
-        context_key(JudgeSpec(), "code-2", (0.6, 0.1), 5, "/state/index/abc123"),
-        context_key(JudgeSpec(), "code-1", (0.7, 0.1), 5, "/state/index/abc123"),
-        context_key(JudgeSpec(), "code-1", (0.6, 0.1), 6, "/state/index/abc123"),
-        context_key(JudgeSpec(), "code-1", (0.6, 0.1), 5, "/state/index/other"),
-        context_key(JudgeSpec(), "code-1", (0.6, 0.2), 5, "/state/index/abc123"),
+        context_key(JudgeSpec(prompt_version="local-0"), "code-1", (0.6, 0.1), 5),
+        context_key(JudgeSpec(), "code-2", (0.6, 0.1), 5),
+        context_key(JudgeSpec(), "code-1", (0.7, 0.1), 5),
+        context_key(JudgeSpec(), "code-1", (0.6, 0.1), 6),
+        context_key(JudgeSpec(), "code-1", (0.6, 0.2), 5),
     ]
     assert len({CTX, *others}) == 1 + len(others)
     for ctx in others:
-        assert set(answer_keys(answers, passages, ctx).values()).isdisjoint(keys.values())
+        assert {k for ks in answer_keys(answers, passages, ctx).values() for k in ks}.isdisjoint(
+            k for ks in keys.values() for k in ks)
+
+
+def _corpus(n: int, edited: str = "", index: str = "/state/index/abc") -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(chunks, corpus) of the documents d0..d{n-1} that _passages(n) cites, plus one no
+    answer retrieves; `edited`: a document whose text (and last chunk) grew."""
+    texts = {f"d{i}": f"passage {i} 0 passage {i} 1" for i in range(n)} | {"d-other": "nobody retrieves this"}
+    if edited:
+        texts[edited] += " and more"
+    corpus = pd.DataFrame({"doc_id": list(texts), "text": list(texts.values())})
+    chunks = pd.DataFrame([{"chunk_id": f"{d}#{r}", "doc_id": d, "char_start": 10 * r,
+                            "char_end": len(t) if r else 10} for d, t in texts.items() for r in range(2)])
+    return chunks, corpus
+
+
+def test_the_corpus_enters_a_key_by_the_documents_an_answer_cites_or_whole():
+    answers, passages = _answers(3), _passages(3)
+    before = answer_keys(answers, passages, CTX, corpus_identity(*_corpus(3), "/state/index/abc"))
+    # a document no answer cites: every key by documents stays, every key by the corpus moves
+    other = answer_keys(answers, passages, CTX, corpus_identity(*_corpus(3, "d-other"), "/state/index/xyz"))
+    assert all(other[q].documents == k.documents and other[q].corpus != k.corpus for q, k in before.items())
+    # q1's document (its chunk rows, its text between chunks): only q1's key by documents moves
+    chunks, corpus = _corpus(3)
+    moved = chunks.assign(char_end=chunks["char_end"].where(chunks["chunk_id"] != "d1#0", 9))
+    for changed in (corpus_identity(moved, corpus, "/state/index/abc"),
+                    corpus_identity(*_corpus(3, "d1"), "/state/index/abc")):
+        keys = answer_keys(answers, passages, CTX, changed)
+        assert [q for q, k in before.items() if keys[q].documents != k.documents] == ["q1"]
+    # the order of the chunk table is no part of it
+    assert answer_keys(answers, passages, CTX, corpus_identity(chunks.iloc[::-1], corpus, "/state/index/abc")) == before
+
+
+def test_an_answer_that_searched_the_corpus_is_reused_only_on_the_same_corpus(tmp_path: Path):
+    answers, passages = _answers(3), _passages(3)
+    old = corpus_identity(*_corpus(3), "/state/index/abc")
+    first = split_known(answers, passages, tmp_path, CTX, True, old)
+    remember(first, merged(first, answers, [_result(["q0", "q1", "q2"], searched=frozenset({"q2"}))]))
+    assert split_known(answers, passages, tmp_path, CTX, True, old).reused == 3
+    # a document nobody cites changed: q2's corpus-wide search may now rank other chunks
+    new = corpus_identity(*_corpus(3, "d-other"), "/state/index/xyz")
+    after = split_known(answers, passages, tmp_path, CTX, True, new)
+    assert list(after.fresh["question_id"]) == ["q2"] and list(after.known.claims["question_id"]) == ["q0", "q1"]
+    remember(after, merged(after, answers, [_result(["q2"], searched=frozenset({"q2"}))]))
+    # q0's own document changed too: q0 is evaluated again, q1 still reused
+    both = corpus_identity(*_corpus(3, "d0"), "/state/index/xyz2")
+    assert list(split_known(answers, passages, tmp_path, CTX, True, both).fresh["question_id"]) == ["q0", "q2"]
 
 
 def test_round_trip_serves_stored_answers_and_evaluates_the_rest(tmp_path: Path):
@@ -141,7 +189,7 @@ def test_reuse_off_evaluates_everything_and_stores_nothing(tmp_path: Path):
 
 def test_only_the_most_recent_contexts_are_kept(tmp_path: Path):
     answers, passages = _answers(1), _passages(1)
-    contexts = [context_key(JudgeSpec(), f"code-{i}", (0.6, 0.1), 5, "idx") for i in range(MAX_CONTEXTS + 2)]
+    contexts = [context_key(JudgeSpec(), f"code-{i}", (0.6, 0.1), 5) for i in range(MAX_CONTEXTS + 2)]
     for ctx in contexts:
         r = split_known(answers, passages, tmp_path, ctx, enabled=True)
         remember(r, merged(r, answers, [_result(["q0"])]))

@@ -45,6 +45,9 @@ class ShardResult:
     # schemas.AnswerSpans: the characters of the answers their evidence does not support
     # (None: none were computed — read as an empty table).
     answer_spans: pd.DataFrame | None = None
+    # Answers (question ids) with a claim that went to corpus-wide search: their results
+    # follow the whole corpus (BM25's statistics), so the answer store keys them by it.
+    searched: frozenset[str] = frozenset()
 
     def answer_spans_table(self) -> pd.DataFrame:
         """The answer spans, an empty AnswerSpans table when there are none."""

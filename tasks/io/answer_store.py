@@ -2,12 +2,18 @@
 
 Every step works answer by answer — an answer's claims, judgements, corpus hits and
 diagnoses depend only on the answer itself, the passages retrieved for it (texts, ranks,
-cutoff, reference answer) and a shared *context*: the judge spec, the code version, the
-support threshold, the corpus-search depth and the corpus index. So each answer gets a
-key (answer row + its passages + the context), and an answer whose key is in the store
-gets its rows from there; only the others go through the shards and their cached Prefect
-steps. A re-run with 5 % of the answers changed evaluates those 5 %, wherever they are in
-the file (Prefect's step cache alone re-runs every shard that holds one changed answer).
+cutoff, reference answer), the chunk windows of the documents those passages come from,
+the corpus as a whole when one of its claims went to corpus-wide search (BM25's scores and
+top-k follow the whole corpus's statistics), and a shared *context*: the judge spec, the
+code version, the support threshold and the corpus-search depth. So each answer has two
+keys (AnswerKey: answer row + its passages + the context, with the hash of every document
+its passages cite, or with the corpus digest): it is stored under the one by documents when
+none of its claims searched the corpus, else under the one by corpus; an answer with either
+key in the store gets its rows from there; only the others go through the shards and their
+cached Prefect steps. A re-run with 5 % of the answers changed evaluates those 5 %, wherever
+they are in the file (Prefect's step cache alone re-runs every shard that holds one changed
+answer); one after 5 % of the documents changed evaluates the answers that cite them and
+those that searched the corpus (docs/decisions.md #52).
 
 Store: `<state>/answers/<context>/seg-*/{claims,spans,diagnoses}.parquet`, each row
 tagged with its answer's key — the store layer's directory store `answer_store`
@@ -16,10 +22,10 @@ with the answers it evaluated (written aside, sealed, then renamed: a segment ap
 or not at all; no room is DiskFull, the other segments kept); beyond MAX_SEGMENTS
 they are folded into one, the newest rows of an answer winning. Answers hit by a judge failure another attempt may not repeat (an
 outage, a spent budget: RETRYABLE_FAILURES) are never stored, so the next run tries them
-again (their good calls then come from the judge cache). A change of corpus,
-judge, prompt, threshold or code is a new context: nothing is reused across it. Only the
+again (their good calls then come from the judge cache). A change of judge, prompt,
+threshold, search depth or code is a new context: nothing is reused across it. Only the
 MAX_CONTEXTS most recently used contexts are kept. `pipeline.reuse_answers: false` turns
-the store off (Prefect's step cache still applies). docs/decisions.md #17.
+the store off (Prefect's step cache still applies). docs/decisions.md #17, #52.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -58,17 +65,62 @@ class Reuse:
 
     fresh: pd.DataFrame  # schemas.Answers: evaluate these
     known: ShardResult  # claims / spans / diagnoses of the reused answers (no judge call)
-    keys: dict[str, str]  # question_id → answer key, for every answer of the run
+    keys: dict[str, AnswerKey]  # question_id → its keys, for every answer of the run
     store: str  # this context's store directory ("" = reuse off)
     reused: int = 0  # answers served from the store
 
 
-def context_key(spec: JudgeSpec, code: str, decision: tuple[float, float], top_k: int, index_dir: str) -> str:
-    """What every answer's results share: judge, code, thresholds and the corpus index
-    (its directory name is the hash of the chunk table with its texts)."""
-    blob = json.dumps([STORE_FORMAT, spec.as_dict(), code, list(decision), top_k, Path(index_dir).name],
-                      sort_keys=True, default=str)
+def context_key(spec: JudgeSpec, code: str, decision: tuple[float, float], top_k: int) -> str:
+    """What every answer's results share: judge, code, thresholds, corpus-search depth. Not
+    the corpus: what of it an answer read is in its key (answer_keys), so an answer whose
+    documents a corpus change left alone is reused across it."""
+    blob = json.dumps([STORE_FORMAT, spec.as_dict(), code, list(decision), top_k], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
+@dataclass(frozen=True)
+class CorpusIdentity:
+    """What of the corpus an answer's results can depend on: each document's hash (its text
+    and its chunks' ids and places: every chunk window joins chunks of one document), and
+    the whole corpus's digest (the corpus-wide search reads everything)."""
+
+    digest: str
+    documents: pd.Series  # doc_id → uint64 hash of the document's text and chunk rows
+
+
+NO_CORPUS = CorpusIdentity("", pd.Series([], dtype=np.uint64))  # callers that give none: one fixed corpus
+
+
+def corpus_identity(chunks: pd.DataFrame, corpus: pd.DataFrame, index_dir: str) -> CorpusIdentity:
+    """Per-document hashes, vectorised (~1 s at 100k chunks, 52 MB of text), and the corpus digest: the
+    index's name (the chunk table with its texts) plus every document's hash (which also
+    covers the text between chunks that windows join across)."""
+    rows = chunks[["doc_id", "chunk_id", "char_start", "char_end"]]
+    row_hashes = pd.util.hash_pandas_object(rows, index=False).to_numpy()
+    codes, docs = pd.factorize(rows["doc_id"])
+    # A sum wraps modulo 2**64: one value per document, whatever order its chunks come in
+    # (the chunk windows order them by place; their ids and places are in each row's hash).
+    chunk_sums = np.zeros(len(docs), dtype=np.uint64)
+    np.add.at(chunk_sums, codes, row_hashes)
+    per_doc = pd.DataFrame({"text": corpus["text"].to_numpy(dtype=object),
+                            "chunks": pd.Series(chunk_sums, index=docs).reindex(corpus["doc_id"], fill_value=0)
+                            .to_numpy(dtype=np.uint64)})
+    documents = pd.Series(pd.util.hash_pandas_object(per_doc, index=False).to_numpy(),
+                          index=corpus["doc_id"].to_numpy(dtype=object)).sort_index()
+    digest = hashlib.sha256(Path(index_dir).name.encode())
+    digest.update("\x00".join(documents.index).encode("utf-8", "surrogatepass"))
+    digest.update(documents.to_numpy(dtype=np.uint64).tobytes())
+    return CorpusIdentity(digest.hexdigest()[:24], documents)
+
+
+class AnswerKey(NamedTuple):
+    """An answer's two keys. `documents` (answer, passages, context and the hash of every
+    document its passages come from) is the key it is stored under when none of its claims
+    went to corpus-wide search; `corpus` (answer, passages, context and the corpus digest)
+    when one did — BM25 scores and top-k follow the whole corpus's statistics."""
+
+    documents: str
+    corpus: str
 
 
 def _row_hashes(table: pd.DataFrame) -> np.ndarray:
@@ -83,17 +135,27 @@ def _row_hashes(table: pd.DataFrame) -> np.ndarray:
     return pd.util.hash_pandas_object(frame, index=False).to_numpy()
 
 
-def answer_keys(answers: pd.DataFrame, passages: pd.DataFrame, context: str) -> dict[str, str]:
-    """question_id → a hash of the answer row, its passages (in order) and the context."""
+def answer_keys(answers: pd.DataFrame, passages: pd.DataFrame, context: str,
+                corpus: CorpusIdentity = NO_CORPUS) -> dict[str, AnswerKey]:
+    """question_id → its AnswerKey: hashes of the answer row, its passages (in order) and
+    the context, with its documents' hashes or with the corpus digest."""
     per_question: dict[str, list[int]] = defaultdict(list)
-    for q, h in zip(passages["question_id"], _row_hashes(passages)):
+    doc_of_question: dict[str, list[int]] = defaultdict(list)
+    # reference answers (no doc_id) and documents missing from the corpus hash as 0
+    doc_hashes = passages["doc_id"].map(corpus.documents).fillna(0).to_numpy(dtype=np.uint64)
+    for q, h, d in zip(passages["question_id"], _row_hashes(passages), doc_hashes):
         per_question[q].append(int(h))
+        doc_of_question[q].append(int(d))
     head = json.dumps([context, list(answers.columns), list(passages.columns)]).encode()
     keys = {}
     for q, h in zip(answers["question_id"], _row_hashes(answers)):
-        digest = hashlib.sha256(head)
-        digest.update(np.array([h, *per_question.get(q, ())], dtype=np.uint64).tobytes())
-        keys[q] = digest.hexdigest()[:32]
+        base = hashlib.sha256(head)
+        base.update(np.array([h, *per_question.get(q, ())], dtype=np.uint64).tobytes())
+        by_documents, by_corpus = base.copy(), base
+        by_documents.update(b"documents")
+        by_documents.update(np.array(doc_of_question.get(q, ()), dtype=np.uint64).tobytes())
+        by_corpus.update(b"corpus" + corpus.digest.encode())
+        keys[q] = AnswerKey(by_documents.hexdigest()[:32], by_corpus.hexdigest()[:32])
     return keys
 
 
@@ -153,9 +215,11 @@ def _strip(table: pd.DataFrame, model: type) -> pd.DataFrame:
     return model.validate(table.drop(columns=[KEY]).reset_index(drop=True))
 
 
-def split_known(answers: pd.DataFrame, passages: pd.DataFrame, root: Path, context: str, enabled: bool) -> Reuse:
-    """Answers whose key is stored under `root/context` are served from there."""
-    keys = answer_keys(answers, passages, context) if enabled else {}
+def split_known(answers: pd.DataFrame, passages: pd.DataFrame, root: Path, context: str, enabled: bool,
+                corpus: CorpusIdentity = NO_CORPUS) -> Reuse:
+    """Answers with a key stored under `root/context` are served from there: the key by
+    their documents (stored when no claim searched the corpus), or the one by the corpus."""
+    keys = answer_keys(answers, passages, context, corpus) if enabled else {}
     store = root / context
     stored = _read_store(store) if enabled and store.exists() else None
     if stored is None:
@@ -163,9 +227,13 @@ def split_known(answers: pd.DataFrame, passages: pd.DataFrame, root: Path, conte
         empty = ShardResult(claims, spans, diagnoses, JudgeStats(), {}, answer_spans=answer_spans)
         return Reuse(answers, empty, keys, str(store) if enabled else "")
     # An answer is reused only when its claims and diagnoses are both there (spans may be none).
-    have = set(keys.values()) & set(stored["claims"][KEY]) & set(stored["diagnoses"][KEY])
-    fresh = answers[~answers["question_id"].map(keys).isin(have)].reset_index(drop=True)
-    tables = {n: _strip(t[t[KEY].isin(have)], _TABLES[n]) for n, t in stored.items()}
+    have = set(stored["claims"][KEY]) & set(stored["diagnoses"][KEY])
+    # One key per answer (an answer's claims either searched the corpus or did not: never both).
+    found = {q: k.documents if k.documents in have else k.corpus for q, k in keys.items()
+             if k.documents in have or k.corpus in have}
+    fresh = answers[~answers["question_id"].isin(found.keys())].reset_index(drop=True)
+    used = set(found.values())
+    tables = {n: _strip(t[t[KEY].isin(used)], _TABLES[n]) for n, t in stored.items()}
     touch(store)  # recently used: kept by the pruning in remember()
     known = ShardResult(tables["claims"], tables["spans"], tables["diagnoses"], JudgeStats(), {},
                         answer_spans=tables["answer_spans"])
@@ -209,7 +277,7 @@ def merged(reuse: Reuse, answers: pd.DataFrame, results: Sequence[ShardResult | 
             for state, n in counts.items():
                 states.setdefault(name, {})[state] = states.get(name, {}).get(state, 0) + n
     return ShardResult(claims, spans, diagnoses, stats, states, frozenset().union(*(p.retry for p in results)),
-                       answer_spans)
+                       answer_spans, searched=frozenset().union(*(p.searched for p in results)))
 
 
 def remember(reuse: Reuse, run: ShardResult) -> None:
@@ -219,7 +287,8 @@ def remember(reuse: Reuse, run: ShardResult) -> None:
         return
     store = Path(reuse.store)
     fresh = set(reuse.fresh["question_id"]) - run.retry  # the stored ones are there already
-    keep = {q: k for q, k in reuse.keys.items() if q in fresh}
+    # under the key its results depend on: its documents, or the corpus it searched
+    keep = {q: k.corpus if q in run.searched else k.documents for q, k in reuse.keys.items() if q in fresh}
     question_of = dict(zip(run.claims["claim_id"], run.claims["question_id"]))
     tagged = {
         "claims": run.claims.assign(**{KEY: run.claims["question_id"].map(keep)}),
@@ -255,8 +324,9 @@ def _write_segment(store: Path, tables: dict[str, pd.DataFrame]) -> None:
 
 # Not cached by Prefect: the store is itself the cache, and reading it is the point.
 @task(name="reuse-answers", cache_policy=NO_CACHE)
-def reuse_answers(answers: pd.DataFrame, passages: pd.DataFrame, root: str, context: str, enabled: bool) -> Reuse:
-    return split_known(answers, passages, Path(root), context, enabled)
+def reuse_answers(answers: pd.DataFrame, passages: pd.DataFrame, root: str, context: str, enabled: bool,
+                  corpus: CorpusIdentity = NO_CORPUS) -> Reuse:
+    return split_known(answers, passages, Path(root), context, enabled, corpus)
 
 
 @task(name="remember-answers", cache_policy=NO_CACHE)

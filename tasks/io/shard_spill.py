@@ -45,6 +45,7 @@ class SpilledShard:
     stats: JudgeStats
     states: dict[str, dict[str, int]]
     retry: frozenset[str] = field(default_factory=frozenset)
+    searched: frozenset[str] = field(default_factory=frozenset)  # ShardResult.searched
 
     def table(self, name: str) -> pd.DataFrame:
         """One of TABLES, read back (only that one: the others stay on disk)."""
@@ -79,4 +80,4 @@ def spill(result: ShardResult, directory: Path, index: int) -> SpilledShard:
 
     shards = dir_store("spill", directory.parent).within(directory.name)
     path = shards.write_dir(f"shard-{index:05d}", fill)
-    return SpilledShard(str(path), result.stats, result.states, result.retry)
+    return SpilledShard(str(path), result.stats, result.states, result.retry, result.searched)

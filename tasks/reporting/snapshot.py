@@ -4,7 +4,8 @@ A re-run on unchanged inputs used to hash every answer, read every stored answer
 merge the tables and compute the report again (~12 s at 100k chunks × 10k answers) to
 write the same files. What a run's results are follows from: the input files (their
 md5s: `Workspace.input_files`), the run name, the settings, the answer-store context
-(judge, code, thresholds, corpus index: `answer_store.context_key`), the answer store's
+(judge, code, thresholds, search depth: `answer_store.context_key`; the corpus is in the
+input files), the answer store's
 segments, the `--compare-to` file and the code of the evaluate flow with everything it
 imports (tasks/config.RESULTS_ROOTS: the steps, the reporting, the flow's own wiring). A run that leaves nothing to
 retry keeps its results' pieces under a key of all of these (its store segments as they
