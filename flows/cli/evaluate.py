@@ -159,9 +159,9 @@ class Verbose:
         if not self.on:
             return
         from ragspan.tasks.config import state_dir
-        from ragspan.tasks.steps.corpus_search import CHUNKS_FILE, chunk_table_hash
+        from ragspan.tasks.steps.corpus_search import CHUNKS_FILE, index_name
 
-        key = chunk_table_hash(ws.chunks, ws.corpus)
+        key = index_name(ws.chunks, ws.corpus, ws.inputs_key)
         built = (state_dir() / "index" / key / CHUNKS_FILE).exists()
         self.say(f"search index {key}: {'reused' if built else 'to be built'} ({len(ws.chunks)} chunks)")
 

@@ -32,6 +32,7 @@ from ragspan.tasks.core import schemas
 from ragspan.tasks.core.chunk_split import gaps_between
 from ragspan.tasks.core.text import content_norms
 from ragspan.tasks.io import heal
+from ragspan.tasks.io.inputs_cache import kept_with_inputs
 from ragspan.tasks.io.store import dir_store
 from ragspan.tasks.steps.cache_policy import step_task
 
@@ -77,12 +78,21 @@ def _check_format(index_dir: Path) -> str | None:
     return None
 
 
-def build_index_dir(chunks: pd.DataFrame, corpus: pd.DataFrame, root: Path) -> Path:
-    """Build (or reuse) the index for this chunk table under `root/<hash>`; atomic. An
-    existing index is checked first (check_index); a damaged one is moved aside, with one
-    warning line, and built again."""
+def index_name(chunks: pd.DataFrame, corpus: pd.DataFrame, inputs_key: str = "") -> str:
+    """The index's directory name: chunk_table_hash. Hashing every chunk's text costs ~0.5 s
+    a run at 100k chunks; the chunk table follows from the validated inputs alone (their
+    key, Workspace.inputs_key, covers every input file's bytes, the run, the loader's
+    arguments and code), so the hash is computed once per inputs entry and kept beside it
+    (tasks/io/inputs_cache.py), keyed by INDEX_FORMAT too. No key: computed now."""
+    return kept_with_inputs(inputs_key, "index", INDEX_FORMAT, lambda: chunk_table_hash(chunks, corpus))
+
+
+def build_index_dir(chunks: pd.DataFrame, corpus: pd.DataFrame, root: Path, inputs_key: str = "") -> Path:
+    """Build (or reuse) the index for this chunk table under `root/<hash>` (index_name);
+    atomic. An existing index is checked first (check_index); a damaged one is moved aside,
+    with one warning line, and built again."""
     store = dir_store("indexes", root)
-    name = chunk_table_hash(chunks, corpus)
+    name = index_name(chunks, corpus, inputs_key)
     found = store.checked_dir(name, "rebuilding it", _check_format, mark=False)  # the run marks its use
     if found is not None:
         return found
@@ -215,8 +225,9 @@ def hits_for_claims(claims: pd.DataFrame, retrieved_chunks: dict[str, set[str]],
 # Not cached by Prefect: the index directory is its own cache (keyed by content hash),
 # and a cached path could outlive a deleted directory.
 @task(name="build-index", cache_policy=NO_CACHE)
-def build_index(chunks: pd.DataFrame, corpus: pd.DataFrame, root: str) -> str:
-    return str(build_index_dir(chunks, corpus, Path(root)))
+def build_index(chunks: pd.DataFrame, corpus: pd.DataFrame, root: str, inputs_key: str = "") -> str:
+    """`inputs_key`: the validated inputs the chunks come from (Workspace.inputs_key)."""
+    return str(build_index_dir(chunks, corpus, Path(root), inputs_key))
 
 
 @step_task("corpus-search")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import pickle
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,12 +14,12 @@ from prefect.cache_policies import NO_CACHE
 from ragspan.tasks.config import Settings, loader_version, state_dir
 from ragspan.tasks.errors import InputError
 from ragspan.tasks.io.digests import file_md5s
+from ragspan.tasks.io.inputs_cache import cached_entry, keep_entry
 from ragspan.tasks.io.load.chunks import _load_chunks
 from ragspan.tasks.io.load.corpus import load_corpus
 from ragspan.tasks.io.load.files import TABLE_SUFFIXES
 from ragspan.tasks.io.load.questions import _load_questions
 from ragspan.tasks.io.load.runs import _RETRIEVED_COLS, _empty_answers, _load_run, _retrieved_frame
-from ragspan.tasks.io.store import dir_store
 
 
 @dataclass(frozen=True, eq=False)  # eq=False: comparing DataFrames with == is ambiguous
@@ -33,6 +32,10 @@ class Workspace:
     answers: pd.DataFrame  # Answers (empty, typed, when run is None)
     retrieved: pd.DataFrame  # Retrieved (same)
     input_files: dict[str, str]  # path relative to data_dir (posix) -> md5 of the bytes
+    # The validated-inputs key (below): every input file's md5, the run, the loader's
+    # arguments and code. What follows from these inputs alone may be kept under it
+    # (`kept_with_inputs`: the corpus index's name). "" when not known.
+    inputs_key: str = ""
 
 
 
@@ -48,9 +51,9 @@ class Workspace:
 # answers takes ~2.3 s, reading a workspace back ~0.1 s — so the flow's load task does not
 # redo what the CLI just did, a re-run on unchanged files starts at once, and a changed
 # run file re-reads only itself. Only valid inputs are kept; the INPUT_CACHE_KEEP most
-# recent of each level. The store is the store layer's `inputs` (tasks/io/store.py): each
-# entry a sealed file, written aside and renamed, healed when it cannot be read.
-INPUT_CACHE_KEEP = 3
+# recent of each level (tasks/io/inputs_cache.py). The store is the store layer's `inputs`
+# (tasks/io/store.py): each entry a sealed file, written aside and renamed, healed when it
+# cannot be read.
 
 
 def _content_digest(h: Any, data_dir: Path, paths: list[Path]) -> str:
@@ -74,31 +77,18 @@ def _input_keys(data_dir: Path, run: str | None, base_args: tuple, run_args: tup
 
 
 STORE = "validated-inputs cache entry"  # as the warning names it
-
-
-def _cached(path: Path) -> Any:
-    """The value kept at `path`, or None: missing (in silence), or unreadable — a
-    checksum mismatch, a truncated file, a pickle of another pandas — which is moved
-    aside with one warning line, and the inputs are read from their files again. A read
-    marks the entry used: kept by the pruning in _keep."""
-    return dir_store("inputs", path.parent).read_file(path.name, pickle.loads,
-                                                      "reading and validating the input files again")
-
-
-def _keep(path: Path, value: Any) -> None:
-    """Written aside, then renamed: an entry appears whole or not at all. A failure (a
-    read-only state dir, a full disk: DiskFull, the store as it was) only costs the next
-    load a full read."""
-    store = dir_store("inputs", path.parent)
-    try:
-        store.write_file(path.name, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
-        store.keep_newest(INPUT_CACHE_KEEP, f"{path.name.split('-', 1)[0]}-*.pickle")  # per level
-    except OSError:  # DiskFull included
-        return
+_cached, _keep = cached_entry, keep_entry
 
 
 # How the last load_workspace of this process got its inputs (`ragspan evaluate --verbose`).
 LAST_LOAD: dict[str, str] = {}
+# The workspace a caller validated before the flow (`prepare_run`, hand_over=True), by its
+# key, handed over once: the flow's `load` task in the same process gets that object rather
+# than unpickling the entry again (~0.5 s at 100k chunks × 10k answers). The key is
+# computed anew from the files (md5 by stat fingerprint), so a file changed in between is
+# a different key: read and validated as before. Taken once, or dropped when the run ends
+# (`drop_handover`): a long-lived process (`ragspan serve`) holds no workspace between runs.
+_HANDOVER: dict[str, Workspace] = {}
 
 
 def load_workspace(
@@ -107,28 +97,47 @@ def load_workspace(
     chunk_size: int,
     chunk_overlap: int,
     default_context_k: int,
+    hand_over: bool = False,
 ) -> Workspace:
     """Load and validate everything one evaluation needs; the first problem raises InputError.
-    Unchanged files are served from the validated-inputs cache (see INPUT_CACHE_KEEP)."""
+    Unchanged files are served from the validated-inputs cache (above).
+    `hand_over`: the flow's `load` in this process takes this very workspace (_HANDOVER)."""
 
     data_dir = Path(data_dir)
     if not data_dir.is_dir():
         raise InputError(data_dir, None, None, "data directory not found")
     root = state_dir() / "inputs"
     base_key, ws_key = _input_keys(data_dir, run, (chunk_size, chunk_overlap), (default_context_k,))
+    handed = _HANDOVER.pop(ws_key, None)
+    if handed is not None:
+        LAST_LOAD["source"] = "validated-inputs cache: hit (loaded earlier in this process)"
+        return dataclasses.replace(handed, data_dir=data_dir)
     ws = _cached(root / f"ws-{ws_key}.pickle")
     if isinstance(ws, Workspace):
         LAST_LOAD["source"] = "validated-inputs cache: hit"
-        return dataclasses.replace(ws, data_dir=data_dir)
+        ws = dataclasses.replace(ws, data_dir=data_dir, inputs_key=ws_key)
+        return _handing_over(ws) if hand_over else ws
     base = _cached(root / f"base-{base_key}.pickle")
     LAST_LOAD["source"] = "validated-inputs cache: corpus/chunks/questions hit, run file read"
     if not (isinstance(base, tuple) and len(base) == 4):
         LAST_LOAD["source"] = "validated-inputs cache: miss, every file read and validated"
         base = _read_base(data_dir, chunk_size, chunk_overlap)
         _keep(root / f"base-{base_key}.pickle", base)
-    ws = _read_workspace(data_dir, run, default_context_k, *base)
+    ws = dataclasses.replace(_read_workspace(data_dir, run, default_context_k, *base), inputs_key=ws_key)
     _keep(root / f"ws-{ws_key}.pickle", ws)
+    return _handing_over(ws) if hand_over else ws
+
+
+def _handing_over(ws: Workspace) -> Workspace:
+    """`ws`, kept for the next load of the same inputs in this process (_HANDOVER)."""
+    _HANDOVER.clear()
+    _HANDOVER[ws.inputs_key] = ws
     return ws
+
+
+def drop_handover() -> None:
+    """Forget a workspace handed over and not taken (the run ended before its `load`)."""
+    _HANDOVER.clear()
 
 
 def _read_base(data_dir: Path, chunk_size: int, chunk_overlap: int
@@ -166,10 +175,12 @@ def _read_workspace(data_dir: Path, run: str | None, default_context_k: int, cor
     )
 
 
-def checked_workspace(data_dir: str | Path, run: str | None, settings: Settings) -> Workspace:
-    """Load and validate every input (InputError on the first problem)."""
+def checked_workspace(data_dir: str | Path, run: str | None, settings: Settings,
+                      hand_over: bool = False) -> Workspace:
+    """Load and validate every input (InputError on the first problem). `hand_over`: the
+    flow about to run in this process takes this workspace as it is (load_workspace)."""
     return load_workspace(data_dir, run, settings.chunking.size, settings.chunking.overlap,
-                          settings.pipeline.default_context_k)
+                          settings.pipeline.default_context_k, hand_over)
 
 
 # Not cached by Prefect: reading and validating the files is the point (and it is cheap).
