@@ -64,8 +64,9 @@ def evaluate(data_dir: str, run: str, out_dir: str, params_path: str | None = No
     spec, code = judge_spec(settings.judge), code_version()
     thr, band = support_threshold(settings.judge), settings.judge.uncertainty_band
     with output_lock(Path(out_dir)):  # a second run on the same --out is refused, not raced
-        # Validated again only when no caller did (prepare_run did, and left the workspace in
-        # the validated-inputs cache: this is a ~0.1 s read, tasks/io/load/workspace.py).
+        # Validated again only when no caller did: prepare_run did, and handed its workspace
+        # over — taken as it is while the files' md5s still give its key, no second read
+        # (tasks/io/load/workspace.py); other callers get the validated-inputs cache's hit.
         ws = timed(load_inputs, data_dir, run, settings)  # bad input stops here: before any judge call
         index_dir = timed(build_index, ws.chunks, ws.corpus, str(state_dir() / "index"), ws.inputs_key)
         mark_used(index_dir)  # for pruning by last use (tasks/io/state.py)

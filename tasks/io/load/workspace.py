@@ -188,8 +188,9 @@ def checked_workspace(data_dir: str | Path, run: str | None, settings: Settings,
 # parameter, and Prefect serialises every flow parameter for its API (fastapi's
 # jsonable_encoder: a deep copy of every DataFrame of a dataclass before it gives up and
 # stores "<Workspace>" — measured 1.75 s at 100k chunks) and validates it. A caller that
-# validated the inputs (prepare_run, flows/evaluation.py) left them in the validated-inputs
-# cache: loading them here again is that cache's hit (~0.1 s), not a second parse.
+# validated the inputs (prepare_run, flows/evaluation.py) handed them over (_HANDOVER):
+# loading them here takes that workspace while the files' md5s still give its key; without
+# a hand-over it is the validated-inputs cache's hit, not a second parse.
 @task(name="load", cache_policy=NO_CACHE)
 def load_inputs(data_dir: str | Path, run: str | None, settings: Settings) -> Workspace:
     """The inputs, loaded and validated (from the validated-inputs cache when unchanged)."""
