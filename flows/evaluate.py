@@ -68,7 +68,7 @@ def evaluate(data_dir: str, run: str, out_dir: str, params_path: str | None = No
         # over — taken as it is while the files' md5s still give its key, no second read
         # (tasks/io/load/workspace.py); other callers get the validated-inputs cache's hit.
         ws = timed(load_inputs, data_dir, run, settings)  # bad input stops here: before any judge call
-        index_dir = timed(build_index, ws.chunks, ws.corpus, str(state_dir() / "index"), ws.inputs_key)
+        index_dir = timed(build_index, ws, str(state_dir() / "index"))  # reads no table when unchanged
         mark_used(index_dir)  # for pruning by last use (tasks/io/state.py)
         sweep(step_results_dir())  # step results a killed run half-wrote: moved aside, one line
         top_k, answers = settings.search.top_k, state_dir() / "answers"

@@ -5,6 +5,7 @@ the corpus index's name is computed once per validated-inputs entry."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from ragspan.tasks.config import load_settings
+from ragspan.tasks.errors import InputError
 from ragspan.tasks.io.load import checked_workspace
 from ragspan.tasks.io.load import workspace as workspace_module
 from ragspan.tasks.steps import corpus_search
@@ -57,14 +59,37 @@ def test_the_flow_load_takes_the_prepared_workspace_once_and_reads_a_changed_fil
 def test_the_index_name_is_computed_once_per_validated_inputs_entry(data: Path, monkeypatch):
     ws = checked_workspace(data, "baseline", load_settings(None))
     expected = corpus_search.chunk_table_hash(ws.chunks, ws.corpus)
-    assert corpus_search.index_name(ws.chunks, ws.corpus, ws.inputs_key) == expected
+    assert corpus_search.index_name(ws) == expected
 
     def not_again(*_: object) -> str:
         raise AssertionError("hashed every chunk again")
 
     monkeypatch.setattr(corpus_search, "chunk_table_hash", not_again)
-    assert corpus_search.index_name(ws.chunks, ws.corpus, ws.inputs_key) == expected
+    assert corpus_search.index_name(ws) == expected
     with pytest.raises(AssertionError):  # other inputs (or none known): hashed now
-        corpus_search.index_name(ws.chunks, ws.corpus, "another-inputs-key")
+        corpus_search.index_name(dataclasses.replace(ws, inputs_key="another-inputs-key"))
     with pytest.raises(AssertionError):
-        corpus_search.index_name(ws.chunks, ws.corpus)
+        corpus_search.index_name(dataclasses.replace(ws, inputs_key=""))
+
+
+@pytest.mark.usefixtures("state_dir")
+def test_a_cache_hit_reads_the_large_tables_only_when_used(data: Path, state_dir: Path):
+    settings = load_settings(None)
+    first = checked_workspace(data, "baseline", settings)  # a miss: read, validated, kept
+    hit = checked_workspace(data, "baseline", settings)
+    assert isinstance(hit.tables, workspace_module.DeferredTables) and len(hit.answers) == len(first.answers)
+    assert hit.corpus.equals(first.corpus) and hit.chunks.equals(first.chunks)
+    assert hit.retrieved.equals(first.retrieved)
+
+    for entry in (state_dir / "inputs").glob("tables-*.pickle"):  # gone: the files are read again
+        entry.unlink()
+    again = checked_workspace(data, "baseline", settings)
+    assert again.chunks.equals(first.chunks) and list((state_dir / "inputs").glob("tables-*.pickle"))
+
+    for entry in (state_dir / "inputs").glob("tables-*.pickle"):
+        entry.unlink()
+    changed = checked_workspace(data, "baseline", settings)
+    (data / "questions.csv").write_text((data / "questions.csv").read_text(encoding="utf-8") + "\n",
+                                        encoding="utf-8")
+    with pytest.raises(InputError, match="changed during the run"):
+        _ = changed.corpus

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,23 +22,76 @@ from ragspan.tasks.io.load.corpus import load_corpus
 from ragspan.tasks.io.load.files import TABLE_SUFFIXES
 from ragspan.tasks.io.load.questions import _load_questions
 from ragspan.tasks.io.load.runs import _RETRIEVED_COLS, _empty_answers, _load_run, _retrieved_frame
+from ragspan.tasks.io.store import touch
+
+
+@dataclass(frozen=True, eq=False)  # eq=False: comparing DataFrames with == is ambiguous
+class InputTables:
+    """The large tables of a workspace: what an unchanged re-run never reads (its results
+    are kept whole, tasks/reporting/snapshot.py), kept in their own cache entry."""
+
+    corpus: pd.DataFrame  # Corpus: doc_id, text, metadata columns
+    chunks: pd.DataFrame  # Chunks: chunk_id, doc_id, char_start, char_end (+ run's ad-hoc chunks)
+    retrieved: pd.DataFrame  # Retrieved (empty, typed, when run is None)
+
+
+class DeferredTables:
+    """InputTables read from their validated-inputs cache entry at first use. An entry gone
+    or damaged meanwhile: the input files are read and validated again, once their md5s
+    are checked to still give the workspace's key (else InputError: they changed under
+    the run). Pickled, it is the tables themselves."""
+
+    def __init__(self, path: Path, inputs_key: str, current_key: Callable[[], str],
+                 reread: Callable[[], InputTables]) -> None:
+        self.path, self._key, self._current_key, self._reread = path, inputs_key, current_key, reread
+        self._tables: InputTables | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> InputTables:
+        with self._lock:
+            if self._tables is None:
+                tables = _cached(self.path)
+                if not isinstance(tables, InputTables):
+                    if self._current_key() != self._key:
+                        raise InputError(self.path, None, None, "the input files changed during the run")
+                    tables = self._reread()
+                    _keep(self.path, tables)
+                self._tables = tables
+            return self._tables
+
+    def __reduce__(self) -> tuple:
+        tables = self.get()
+        return InputTables, (tables.corpus, tables.chunks, tables.retrieved)
 
 
 @dataclass(frozen=True, eq=False)  # eq=False: comparing DataFrames with == is ambiguous
 class Workspace:
     data_dir: Path
     run: str | None
-    corpus: pd.DataFrame  # Corpus: doc_id, text, metadata columns
-    chunks: pd.DataFrame  # Chunks: chunk_id, doc_id, char_start, char_end (+ run's ad-hoc chunks)
     questions: pd.DataFrame  # Questions: question_id, question, reference_answer, metadata
     answers: pd.DataFrame  # Answers (empty, typed, when run is None)
-    retrieved: pd.DataFrame  # Retrieved (same)
     input_files: dict[str, str]  # path relative to data_dir (posix) -> md5 of the bytes
+    # corpus, chunks, retrieved (the properties below): read at first use when deferred.
+    tables: InputTables | DeferredTables
     # The validated-inputs key (below): every input file's md5, the run, the loader's
     # arguments and code. What follows from these inputs alone may be kept under it
     # (`kept_with_inputs`: the corpus index's name). "" when not known.
     inputs_key: str = ""
 
+    def _input_tables(self) -> InputTables:
+        return self.tables.get() if isinstance(self.tables, DeferredTables) else self.tables
+
+    @property
+    def corpus(self) -> pd.DataFrame:
+        return self._input_tables().corpus
+
+    @property
+    def chunks(self) -> pd.DataFrame:
+        return self._input_tables().chunks
+
+    @property
+    def retrieved(self) -> pd.DataFrame:
+        return self._input_tables().retrieved
 
 
 # --------------------------------------------------------------------------- workspace
@@ -86,8 +141,9 @@ LAST_LOAD: dict[str, str] = {}
 # key, handed over once: the flow's `load` task in the same process gets that object rather
 # than unpickling the entry again (~0.5 s at 100k chunks × 10k answers). The key is
 # computed anew from the files (md5 by stat fingerprint), so a file changed in between is
-# a different key: read and validated as before. Taken once, or dropped when the run ends
-# (`drop_handover`): a long-lived process (`ragspan serve`) holds no workspace between runs.
+# a different key: read and validated as before. For the next load only, taken or not, and
+# dropped when the run ends (`drop_handover`): a long-lived process (`ragspan serve`, a
+# notebook) holds no workspace between runs.
 _HANDOVER: dict[str, Workspace] = {}
 
 
@@ -108,14 +164,26 @@ def load_workspace(
         raise InputError(data_dir, None, None, "data directory not found")
     root = state_dir() / "inputs"
     base_key, ws_key = _input_keys(data_dir, run, (chunk_size, chunk_overlap), (default_context_k,))
-    handed = _HANDOVER.pop(ws_key, None)
+    handed = _HANDOVER.pop(f"{root}:{ws_key}", None)
+    _HANDOVER.clear()  # for the very next load only
     if handed is not None:
         LAST_LOAD["source"] = "validated-inputs cache: hit (loaded earlier in this process)"
         return dataclasses.replace(handed, data_dir=data_dir)
-    ws = _cached(root / f"ws-{ws_key}.pickle")
-    if isinstance(ws, Workspace):
+    tables_path = root / f"tables-{ws_key}.pickle"
+    head = _cached(root / f"ws-{ws_key}.pickle")
+    if isinstance(head, Workspace):
         LAST_LOAD["source"] = "validated-inputs cache: hit"
-        ws = dataclasses.replace(ws, data_dir=data_dir, inputs_key=ws_key)
+        touch(tables_path)  # used with its head: pruned with it, not before it
+
+        def current_key() -> str:
+            return _input_keys(data_dir, run, (chunk_size, chunk_overlap), (default_context_k,))[1]
+
+        def reread() -> InputTables:
+            base = _read_base(data_dir, chunk_size, chunk_overlap)
+            return _read_workspace(data_dir, run, default_context_k, *base)._input_tables()
+
+        ws = dataclasses.replace(head, data_dir=data_dir, inputs_key=ws_key,
+                                 tables=DeferredTables(tables_path, ws_key, current_key, reread))
         return _handing_over(ws) if hand_over else ws
     base = _cached(root / f"base-{base_key}.pickle")
     LAST_LOAD["source"] = "validated-inputs cache: corpus/chunks/questions hit, run file read"
@@ -124,14 +192,19 @@ def load_workspace(
         base = _read_base(data_dir, chunk_size, chunk_overlap)
         _keep(root / f"base-{base_key}.pickle", base)
     ws = dataclasses.replace(_read_workspace(data_dir, run, default_context_k, *base), inputs_key=ws_key)
-    _keep(root / f"ws-{ws_key}.pickle", ws)
+    # Two entries: the large tables apart from the rest, which is all an unchanged re-run
+    # reads (~7 MB of 76 at 100k chunks × 10k answers). The tables first: a head is only
+    # ever found with its tables written (or, gone since, read again from the files).
+    _keep(tables_path, ws._input_tables())
+    no_tables = InputTables(pd.DataFrame(), pd.DataFrame(), pd.DataFrame())  # a head's: read as deferred
+    _keep(root / f"ws-{ws_key}.pickle", dataclasses.replace(ws, tables=no_tables))
     return _handing_over(ws) if hand_over else ws
 
 
 def _handing_over(ws: Workspace) -> Workspace:
     """`ws`, kept for the next load of the same inputs in this process (_HANDOVER)."""
     _HANDOVER.clear()
-    _HANDOVER[ws.inputs_key] = ws
+    _HANDOVER[f"{state_dir() / 'inputs'}:{ws.inputs_key}"] = ws  # the state dir's too, as every cache
     return ws
 
 
@@ -166,12 +239,10 @@ def _read_workspace(data_dir: Path, run: str | None, default_context_k: int, cor
     return Workspace(
         data_dir=data_dir,
         run=run,
-        corpus=corpus,
-        chunks=chunks,
         questions=questions,
         answers=answers,
-        retrieved=retrieved,
         input_files=dict(sorted(files.items())),
+        tables=InputTables(corpus=corpus, chunks=chunks, retrieved=retrieved),
     )
 
 
