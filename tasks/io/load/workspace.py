@@ -99,8 +99,10 @@ class Workspace:
 
 # Validated inputs are kept under <state>/inputs/ at two levels: the corpus, chunks and
 # questions ("base-*", keyed by the files they can be read from) and the
-# whole workspace of one run ("ws-*", keyed by the base and the run file), each also by
-# the loader's arguments and the code version. A key hashes the files' relative paths and
+# whole workspace of one run (keyed by the base and the run file: Workspace.inputs_key),
+# each also by the loader's arguments and the code version. A workspace is two entries:
+# "ws-*" (questions, answers, md5s) and "tables-*" (corpus, chunks, retrieved: ~90 % of
+# the bytes), read at first use — an unchanged re-run, whose results are kept, never does. A key hashes the files' relative paths and
 # bytes (md5: ~0.1 s for a 50 MB corpus), so a copy of the data elsewhere (a CI clone, a
 # DVC checkout) hits too, and any edit misses. Parsing and validating 100k chunks and 10k
 # answers takes ~2.3 s, reading a workspace back ~0.1 s — so the flow's load task does not
