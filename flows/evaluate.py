@@ -25,8 +25,6 @@ from prefect.context import FlowRunContext
 from prefect.task_runners import ThreadPoolTaskRunner
 from ragspan.flows import progress
 from ragspan.flows.ledger import timed
-from ragspan.flows.shard import evaluate_shard
-from ragspan.flows.shard_window import spilled_results
 from ragspan.tasks.config import (
     PipelineParams,
     Settings,
@@ -35,16 +33,9 @@ from ragspan.tasks.config import (
     load_settings,
     state_dir,
 )
-from ragspan.tasks.core.shards import iter_shards, passages_for
-from ragspan.tasks.io.answer_store import (
-    context_key,
-    corpus_identity,
-    remember_answers,
-    reuse_answers,
-)
+from ragspan.tasks.io.answer_store import context_key, corpus_identity
 from ragspan.tasks.io.load import load_inputs
 from ragspan.tasks.io.outputs import output_lock
-from ragspan.tasks.io.shard_spill import spilling
 from ragspan.tasks.io.state import mark_used, prune_after_run, step_results_dir
 from ragspan.tasks.io.step_results import sweep
 from ragspan.tasks.judges import judge_runtime, judge_spec, support_threshold
@@ -73,10 +64,11 @@ def evaluate(data_dir: str, run: str, out_dir: str, params_path: str | None = No
     spec, code = judge_spec(settings.judge), code_version()
     thr, band = support_threshold(settings.judge), settings.judge.uncertainty_band
     with output_lock(Path(out_dir)):  # a second run on the same --out is refused, not raced
-        # Validated again only when no caller did (prepare_run did, and left the workspace in
-        # the validated-inputs cache: this is a ~0.1 s read, tasks/io/load/workspace.py).
+        # Validated again only when no caller did: prepare_run did, and handed its workspace
+        # over — taken as it is while the files' md5s still give its key, no second read
+        # (tasks/io/load/workspace.py); other callers get the validated-inputs cache's hit.
         ws = timed(load_inputs, data_dir, run, settings)  # bad input stops here: before any judge call
-        index_dir = timed(build_index, ws.chunks, ws.corpus, str(state_dir() / "index"))
+        index_dir = timed(build_index, ws, str(state_dir() / "index"))  # reads no table when unchanged
         mark_used(index_dir)  # for pruning by last use (tasks/io/state.py)
         sweep(step_results_dir())  # step results a killed run half-wrote: moved aside, one line
         top_k, answers = settings.search.top_k, state_dir() / "answers"
@@ -86,6 +78,14 @@ def evaluate(data_dir: str, run: str, out_dir: str, params_path: str | None = No
             progress.current().reused(len(ws.answers), 0)
             metrics = timed(report_unchanged, Path(out_dir), ws, settings, spec, kept, compare_to, previous)
         else:
+            # The shard chain's code (steps, judges, the text code: nltk) is imported only
+            # when there is work for it: an unchanged re-run starts without it.
+            from ragspan.flows.shard import evaluate_shard
+            from ragspan.flows.shard_window import spilled_results
+            from ragspan.tasks.core.shards import iter_shards, passages_for
+            from ragspan.tasks.io.answer_store import remember_answers, reuse_answers
+            from ragspan.tasks.io.shard_spill import spilling
+
             passages = passages_for(ws)
             corpus = timed(corpus_identity, ws.chunks, ws.corpus, index_dir)  # what of it each answer's key holds
             known = timed(reuse_answers, ws.answers, passages, str(answers), context, settings.pipeline.reuse_answers,

@@ -16,16 +16,16 @@ import os
 import threading
 import time
 from collections import Counter, defaultdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from ragspan.flows import progress
-from ragspan.tasks.core.shards import ShardResult, answers_to_retry
 from ragspan.tasks.errors import DiskFull, StepFailed
 from ragspan.tasks.io.outputs import no_room
 from ragspan.tasks.io.state import step_results_dir
 from ragspan.tasks.judges.base import JudgeStats
-from ragspan.tasks.steps.validate_offsets import spans_from_judgements
+
+if TYPE_CHECKING:
+    from ragspan.tasks.core.shards import ShardResult
 
 FIRST_STEP, LAST_STEP = "decompose", "chunk-split"
 
@@ -90,6 +90,12 @@ class StepLedger:
         `diagnosed`: the last step's (diagnoses, answer spans[, judgements of its own: the
         window judgements that decided a chunk split, tasks/steps/boundary.py]).
         `searching`: the answers with a claim that went to corpus-wide search."""
+        # Imported here, in a shard: `timed` serves the flow's own steps, and an unchanged
+        # re-run (no shard) need not import pandas' tables or the text code (nltk).
+        import pandas as pd
+        from ragspan.tasks.core.shards import ShardResult, answers_to_retry
+        from ragspan.tasks.steps.validate_offsets import spans_from_judgements
+
         diagnoses, answer_spans, *more = diagnosed
         both = pd.concat([judged, searched, *more], ignore_index=True)
         return ShardResult(claims, spans_from_judgements(both), diagnoses, self.stats, self.summary(),

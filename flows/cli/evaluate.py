@@ -67,7 +67,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     settings, ws, out = prepared.settings, prepared.workspace, prepared.out_dir
     verbose.inputs_cache()
     if args.dry_run:
+        from ragspan.tasks.io.load.workspace import drop_handover
         from ragspan.tasks.tools.estimate import judge_call_estimate
+
+        drop_handover()  # no flow to take it
 
         estimate = judge_call_estimate(ws.answers, ws.retrieved, ws.questions, settings)
         print(json.dumps(estimate) if args.json else
@@ -159,9 +162,9 @@ class Verbose:
         if not self.on:
             return
         from ragspan.tasks.config import state_dir
-        from ragspan.tasks.steps.corpus_search import CHUNKS_FILE, chunk_table_hash
+        from ragspan.tasks.steps.corpus_search import CHUNKS_FILE, index_name
 
-        key = chunk_table_hash(ws.chunks, ws.corpus)
+        key = index_name(ws)
         built = (state_dir() / "index" / key / CHUNKS_FILE).exists()
         self.say(f"search index {key}: {'reused' if built else 'to be built'} ({len(ws.chunks)} chunks)")
 

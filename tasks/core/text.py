@@ -10,12 +10,12 @@ import re
 import unicodedata
 from functools import lru_cache
 from itertools import pairwise
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from nltk.stem.snowball import SnowballStemmer
 from sentencex import get_sentence_boundaries
 
-_STEMMER = SnowballStemmer("english")
+if TYPE_CHECKING:
+    from nltk.stem.snowball import SnowballStemmer
 
 # Words, keeping numbers like 1,200 / 3.5 / v2.4.1 and contractions in one token.
 WORD_PATTERN = re.compile(r"\w+(?:[.,'’:/-]\w+)*", re.UNICODE)
@@ -34,10 +34,19 @@ _NUMBER_WORDS = {
 }
 
 
+@lru_cache(maxsize=1)
+def _stemmer() -> SnowballStemmer:
+    # nltk takes ~0.3 s to import: made at the first stem, not by every module importing this
+    # one (the loader locates text with it; an unchanged re-run stems nothing).
+    from nltk.stem.snowball import SnowballStemmer
+
+    return SnowballStemmer("english")
+
+
 @lru_cache(maxsize=262144)
 def stem(word: str) -> str:
     """Snowball (Porter2) English stem of a lowercased word: 'refunds'/'refunded' -> 'refund'."""
-    return _STEMMER.stem(word)
+    return _stemmer().stem(word)
 
 
 def canonical_number(raw: str) -> str | None:

@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Protocol
 
 import pandas as pd
 import pyarrow as pa
@@ -32,6 +34,7 @@ from ragspan.tasks.core import schemas
 from ragspan.tasks.core.chunk_split import gaps_between
 from ragspan.tasks.core.text import content_norms
 from ragspan.tasks.io import heal
+from ragspan.tasks.io.inputs_cache import kept_with_inputs
 from ragspan.tasks.io.store import dir_store
 from ragspan.tasks.steps.cache_policy import step_task
 
@@ -77,15 +80,54 @@ def _check_format(index_dir: Path) -> str | None:
     return None
 
 
+class ChunkSource(Protocol):
+    """What an index is built from: a validated workspace (tasks/io/load), whose tables may
+    be read only at first use — an unchanged re-run, whose index's name is known, never
+    reads them."""
+
+    @property
+    def chunks(self) -> pd.DataFrame: ...
+
+    @property
+    def corpus(self) -> pd.DataFrame: ...
+
+    @property
+    def inputs_key(self) -> str: ...
+
+
+def index_name(source: ChunkSource) -> str:
+    """The index's directory name: chunk_table_hash. Hashing every chunk's text costs ~0.5 s
+    a run at 100k chunks; the chunk table follows from the validated inputs alone (their
+    key, Workspace.inputs_key, covers every input file's bytes, the run, the loader's
+    arguments and code), so the hash is computed once per inputs entry and kept beside it
+    (tasks/io/inputs_cache.py), keyed by INDEX_FORMAT too. No key (""): computed now."""
+    return kept_with_inputs(source.inputs_key, "index", INDEX_FORMAT,
+                            lambda: chunk_table_hash(source.chunks, source.corpus))
+
+
 def build_index_dir(chunks: pd.DataFrame, corpus: pd.DataFrame, root: Path) -> Path:
     """Build (or reuse) the index for this chunk table under `root/<hash>`; atomic. An
     existing index is checked first (check_index); a damaged one is moved aside, with one
     warning line, and built again."""
+    return index_dir_for(_Tables(chunks, corpus), root)
+
+
+@dataclass(frozen=True, eq=False)
+class _Tables:
+    chunks: pd.DataFrame
+    corpus: pd.DataFrame
+    inputs_key: str = ""
+
+
+def index_dir_for(source: ChunkSource, root: Path) -> Path:
+    """build_index_dir for `source`, named by index_name: its tables are read only when the
+    name is not known yet or the index must be built."""
     store = dir_store("indexes", root)
-    name = chunk_table_hash(chunks, corpus)
+    name = index_name(source)
     found = store.checked_dir(name, "rebuilding it", _check_format, mark=False)  # the run marks its use
     if found is not None:
         return found
+    chunks, corpus = source.chunks, source.corpus
     texts = dict(zip(corpus["doc_id"], corpus["text"]))
     meta = chunks[["chunk_id", "doc_id", "char_start", "char_end"]].copy()
     meta["text"] = [texts[d][s:e] for d, s, e in zip(meta["doc_id"], meta["char_start"], meta["char_end"])]
@@ -215,8 +257,9 @@ def hits_for_claims(claims: pd.DataFrame, retrieved_chunks: dict[str, set[str]],
 # Not cached by Prefect: the index directory is its own cache (keyed by content hash),
 # and a cached path could outlive a deleted directory.
 @task(name="build-index", cache_policy=NO_CACHE)
-def build_index(chunks: pd.DataFrame, corpus: pd.DataFrame, root: str) -> str:
-    return str(build_index_dir(chunks, corpus, Path(root)))
+def build_index(source: ChunkSource, root: str) -> str:
+    """`source`: the validated workspace (its tables read only when needed: index_dir_for)."""
+    return str(index_dir_for(source, Path(root)))
 
 
 @step_task("corpus-search")

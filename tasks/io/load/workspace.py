@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import pickle
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,25 +16,82 @@ from prefect.cache_policies import NO_CACHE
 from ragspan.tasks.config import Settings, loader_version, state_dir
 from ragspan.tasks.errors import InputError
 from ragspan.tasks.io.digests import file_md5s
+from ragspan.tasks.io.inputs_cache import cached_entry, keep_entry
 from ragspan.tasks.io.load.chunks import _load_chunks
 from ragspan.tasks.io.load.corpus import load_corpus
 from ragspan.tasks.io.load.files import TABLE_SUFFIXES
 from ragspan.tasks.io.load.questions import _load_questions
 from ragspan.tasks.io.load.runs import _RETRIEVED_COLS, _empty_answers, _load_run, _retrieved_frame
-from ragspan.tasks.io.store import dir_store
+from ragspan.tasks.io.store import touch
+
+
+@dataclass(frozen=True, eq=False)  # eq=False: comparing DataFrames with == is ambiguous
+class InputTables:
+    """The large tables of a workspace: what an unchanged re-run never reads (its results
+    are kept whole, tasks/reporting/snapshot.py), kept in their own cache entry."""
+
+    corpus: pd.DataFrame  # Corpus: doc_id, text, metadata columns
+    chunks: pd.DataFrame  # Chunks: chunk_id, doc_id, char_start, char_end (+ run's ad-hoc chunks)
+    retrieved: pd.DataFrame  # Retrieved (empty, typed, when run is None)
+
+
+class DeferredTables:
+    """InputTables read from their validated-inputs cache entry at first use. An entry gone
+    or damaged meanwhile: the input files are read and validated again, once their md5s
+    are checked to still give the workspace's key (else InputError: they changed under
+    the run). Pickled, it is the tables themselves."""
+
+    def __init__(self, path: Path, inputs_key: str, current_key: Callable[[], str],
+                 reread: Callable[[], InputTables]) -> None:
+        self.path, self._key, self._current_key, self._reread = path, inputs_key, current_key, reread
+        self._tables: InputTables | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> InputTables:
+        with self._lock:
+            if self._tables is None:
+                tables = _cached(self.path)
+                if not isinstance(tables, InputTables):
+                    if self._current_key() != self._key:
+                        raise InputError(self.path, None, None, "the input files changed during the run")
+                    tables = self._reread()
+                    _keep(self.path, tables)
+                self._tables = tables
+            return self._tables
+
+    def __reduce__(self) -> tuple:
+        tables = self.get()
+        return InputTables, (tables.corpus, tables.chunks, tables.retrieved)
 
 
 @dataclass(frozen=True, eq=False)  # eq=False: comparing DataFrames with == is ambiguous
 class Workspace:
     data_dir: Path
     run: str | None
-    corpus: pd.DataFrame  # Corpus: doc_id, text, metadata columns
-    chunks: pd.DataFrame  # Chunks: chunk_id, doc_id, char_start, char_end (+ run's ad-hoc chunks)
     questions: pd.DataFrame  # Questions: question_id, question, reference_answer, metadata
     answers: pd.DataFrame  # Answers (empty, typed, when run is None)
-    retrieved: pd.DataFrame  # Retrieved (same)
     input_files: dict[str, str]  # path relative to data_dir (posix) -> md5 of the bytes
+    # corpus, chunks, retrieved (the properties below): read at first use when deferred.
+    tables: InputTables | DeferredTables
+    # The validated-inputs key (below): every input file's md5, the run, the loader's
+    # arguments and code. What follows from these inputs alone may be kept under it
+    # (`kept_with_inputs`: the corpus index's name). "" when not known.
+    inputs_key: str = ""
 
+    def _input_tables(self) -> InputTables:
+        return self.tables.get() if isinstance(self.tables, DeferredTables) else self.tables
+
+    @property
+    def corpus(self) -> pd.DataFrame:
+        return self._input_tables().corpus
+
+    @property
+    def chunks(self) -> pd.DataFrame:
+        return self._input_tables().chunks
+
+    @property
+    def retrieved(self) -> pd.DataFrame:
+        return self._input_tables().retrieved
 
 
 # --------------------------------------------------------------------------- workspace
@@ -41,16 +99,18 @@ class Workspace:
 
 # Validated inputs are kept under <state>/inputs/ at two levels: the corpus, chunks and
 # questions ("base-*", keyed by the files they can be read from) and the
-# whole workspace of one run ("ws-*", keyed by the base and the run file), each also by
-# the loader's arguments and the code version. A key hashes the files' relative paths and
+# whole workspace of one run (keyed by the base and the run file: Workspace.inputs_key),
+# each also by the loader's arguments and the code version. A workspace is two entries:
+# "ws-*" (questions, answers, md5s) and "tables-*" (corpus, chunks, retrieved: ~90 % of
+# the bytes), read at first use — an unchanged re-run, whose results are kept, never does. A key hashes the files' relative paths and
 # bytes (md5: ~0.1 s for a 50 MB corpus), so a copy of the data elsewhere (a CI clone, a
 # DVC checkout) hits too, and any edit misses. Parsing and validating 100k chunks and 10k
 # answers takes ~2.3 s, reading a workspace back ~0.1 s — so the flow's load task does not
 # redo what the CLI just did, a re-run on unchanged files starts at once, and a changed
 # run file re-reads only itself. Only valid inputs are kept; the INPUT_CACHE_KEEP most
-# recent of each level. The store is the store layer's `inputs` (tasks/io/store.py): each
-# entry a sealed file, written aside and renamed, healed when it cannot be read.
-INPUT_CACHE_KEEP = 3
+# recent of each level (tasks/io/inputs_cache.py). The store is the store layer's `inputs`
+# (tasks/io/store.py): each entry a sealed file, written aside and renamed, healed when it
+# cannot be read.
 
 
 def _content_digest(h: Any, data_dir: Path, paths: list[Path]) -> str:
@@ -74,31 +134,19 @@ def _input_keys(data_dir: Path, run: str | None, base_args: tuple, run_args: tup
 
 
 STORE = "validated-inputs cache entry"  # as the warning names it
-
-
-def _cached(path: Path) -> Any:
-    """The value kept at `path`, or None: missing (in silence), or unreadable — a
-    checksum mismatch, a truncated file, a pickle of another pandas — which is moved
-    aside with one warning line, and the inputs are read from their files again. A read
-    marks the entry used: kept by the pruning in _keep."""
-    return dir_store("inputs", path.parent).read_file(path.name, pickle.loads,
-                                                      "reading and validating the input files again")
-
-
-def _keep(path: Path, value: Any) -> None:
-    """Written aside, then renamed: an entry appears whole or not at all. A failure (a
-    read-only state dir, a full disk: DiskFull, the store as it was) only costs the next
-    load a full read."""
-    store = dir_store("inputs", path.parent)
-    try:
-        store.write_file(path.name, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
-        store.keep_newest(INPUT_CACHE_KEEP, f"{path.name.split('-', 1)[0]}-*.pickle")  # per level
-    except OSError:  # DiskFull included
-        return
+_cached, _keep = cached_entry, keep_entry
 
 
 # How the last load_workspace of this process got its inputs (`ragspan evaluate --verbose`).
 LAST_LOAD: dict[str, str] = {}
+# The workspace a caller validated before the flow (`prepare_run`, hand_over=True), by its
+# key, handed over once: the flow's `load` task in the same process gets that object rather
+# than unpickling the entry again (~0.5 s at 100k chunks × 10k answers). The key is
+# computed anew from the files (md5 by stat fingerprint), so a file changed in between is
+# a different key: read and validated as before. For the next load only, taken or not, and
+# dropped when the run ends (`drop_handover`): a long-lived process (`ragspan serve`, a
+# notebook) holds no workspace between runs.
+_HANDOVER: dict[str, Workspace] = {}
 
 
 def load_workspace(
@@ -107,28 +155,64 @@ def load_workspace(
     chunk_size: int,
     chunk_overlap: int,
     default_context_k: int,
+    hand_over: bool = False,
 ) -> Workspace:
     """Load and validate everything one evaluation needs; the first problem raises InputError.
-    Unchanged files are served from the validated-inputs cache (see INPUT_CACHE_KEEP)."""
+    Unchanged files are served from the validated-inputs cache (above).
+    `hand_over`: the flow's `load` in this process takes this very workspace (_HANDOVER)."""
 
     data_dir = Path(data_dir)
     if not data_dir.is_dir():
         raise InputError(data_dir, None, None, "data directory not found")
     root = state_dir() / "inputs"
     base_key, ws_key = _input_keys(data_dir, run, (chunk_size, chunk_overlap), (default_context_k,))
-    ws = _cached(root / f"ws-{ws_key}.pickle")
-    if isinstance(ws, Workspace):
+    handed = _HANDOVER.pop(f"{root}:{ws_key}", None)
+    _HANDOVER.clear()  # for the very next load only
+    if handed is not None:
+        LAST_LOAD["source"] = "validated-inputs cache: hit (loaded earlier in this process)"
+        return dataclasses.replace(handed, data_dir=data_dir)
+    tables_path = root / f"tables-{ws_key}.pickle"
+    head = _cached(root / f"ws-{ws_key}.pickle")
+    if isinstance(head, Workspace):
         LAST_LOAD["source"] = "validated-inputs cache: hit"
-        return dataclasses.replace(ws, data_dir=data_dir)
+        touch(tables_path)  # used with its head: pruned with it, not before it
+
+        def current_key() -> str:
+            return _input_keys(data_dir, run, (chunk_size, chunk_overlap), (default_context_k,))[1]
+
+        def reread() -> InputTables:
+            base = _read_base(data_dir, chunk_size, chunk_overlap)
+            return _read_workspace(data_dir, run, default_context_k, *base)._input_tables()
+
+        ws = dataclasses.replace(head, data_dir=data_dir, inputs_key=ws_key,
+                                 tables=DeferredTables(tables_path, ws_key, current_key, reread))
+        return _handing_over(ws) if hand_over else ws
     base = _cached(root / f"base-{base_key}.pickle")
     LAST_LOAD["source"] = "validated-inputs cache: corpus/chunks/questions hit, run file read"
     if not (isinstance(base, tuple) and len(base) == 4):
         LAST_LOAD["source"] = "validated-inputs cache: miss, every file read and validated"
         base = _read_base(data_dir, chunk_size, chunk_overlap)
         _keep(root / f"base-{base_key}.pickle", base)
-    ws = _read_workspace(data_dir, run, default_context_k, *base)
-    _keep(root / f"ws-{ws_key}.pickle", ws)
+    ws = dataclasses.replace(_read_workspace(data_dir, run, default_context_k, *base), inputs_key=ws_key)
+    # Two entries: the large tables apart from the rest, which is all an unchanged re-run
+    # reads (~7 MB of 76 at 100k chunks × 10k answers). The tables first: a head is only
+    # ever found with its tables written (or, gone since, read again from the files).
+    _keep(tables_path, ws._input_tables())
+    no_tables = InputTables(pd.DataFrame(), pd.DataFrame(), pd.DataFrame())  # a head's: read as deferred
+    _keep(root / f"ws-{ws_key}.pickle", dataclasses.replace(ws, tables=no_tables))
+    return _handing_over(ws) if hand_over else ws
+
+
+def _handing_over(ws: Workspace) -> Workspace:
+    """`ws`, kept for the next load of the same inputs in this process (_HANDOVER)."""
+    _HANDOVER.clear()
+    _HANDOVER[f"{state_dir() / 'inputs'}:{ws.inputs_key}"] = ws  # the state dir's too, as every cache
     return ws
+
+
+def drop_handover() -> None:
+    """Forget a workspace handed over and not taken (the run ended before its `load`)."""
+    _HANDOVER.clear()
 
 
 def _read_base(data_dir: Path, chunk_size: int, chunk_overlap: int
@@ -157,19 +241,19 @@ def _read_workspace(data_dir: Path, run: str | None, default_context_k: int, cor
     return Workspace(
         data_dir=data_dir,
         run=run,
-        corpus=corpus,
-        chunks=chunks,
         questions=questions,
         answers=answers,
-        retrieved=retrieved,
         input_files=dict(sorted(files.items())),
+        tables=InputTables(corpus=corpus, chunks=chunks, retrieved=retrieved),
     )
 
 
-def checked_workspace(data_dir: str | Path, run: str | None, settings: Settings) -> Workspace:
-    """Load and validate every input (InputError on the first problem)."""
+def checked_workspace(data_dir: str | Path, run: str | None, settings: Settings,
+                      hand_over: bool = False) -> Workspace:
+    """Load and validate every input (InputError on the first problem). `hand_over`: the
+    flow about to run in this process takes this workspace as it is (load_workspace)."""
     return load_workspace(data_dir, run, settings.chunking.size, settings.chunking.overlap,
-                          settings.pipeline.default_context_k)
+                          settings.pipeline.default_context_k, hand_over)
 
 
 # Not cached by Prefect: reading and validating the files is the point (and it is cheap).
@@ -177,8 +261,9 @@ def checked_workspace(data_dir: str | Path, run: str | None, settings: Settings)
 # parameter, and Prefect serialises every flow parameter for its API (fastapi's
 # jsonable_encoder: a deep copy of every DataFrame of a dataclass before it gives up and
 # stores "<Workspace>" — measured 1.75 s at 100k chunks) and validates it. A caller that
-# validated the inputs (prepare_run, flows/evaluation.py) left them in the validated-inputs
-# cache: loading them here again is that cache's hit (~0.1 s), not a second parse.
+# validated the inputs (prepare_run, flows/evaluation.py) handed them over (_HANDOVER):
+# loading them here takes that workspace while the files' md5s still give its key; without
+# a hand-over it is the validated-inputs cache's hit, not a second parse.
 @task(name="load", cache_policy=NO_CACHE)
 def load_inputs(data_dir: str | Path, run: str | None, settings: Settings) -> Workspace:
     """The inputs, loaded and validated (from the validated-inputs cache when unchanged)."""
