@@ -98,8 +98,9 @@ def prepare_run(data: str | None, run: str | None, out: str | None, *, params: s
     settings = load_settings(params_file, overrides)
     data_dir = str(data) if data else settings.data.dir
     chosen = choose_run(data_dir, run, settings, params_file, run_option)
-    # A bad input stops here. Handed over: the flow's load in this process takes this workspace.
-    workspace = checked_workspace(data_dir, chosen, settings, hand_over=True)
+    # A bad input stops here. Kept deferred: the inputs' large tables live in the
+    # validated-inputs cache, where the flow's load reads them (never twice in this process).
+    workspace = checked_workspace(data_dir, chosen, settings, deferred=True)
     return PreparedRun(data_dir=data_dir, run=chosen, out_dir=str(out) if out else str(Path("results") / chosen),
                        settings=settings, params_file=params_file, workspace=workspace, overrides=dict(overrides))
 
@@ -186,7 +187,6 @@ def run_evaluate_flow(data_dir: str, run: str, out_dir: str, settings: Settings,
     from ragspan.flows.runners import task_runner
     from ragspan.flows.runtime import ApiWatch, api_answers
     from ragspan.tasks.errors import RagspanError
-    from ragspan.tasks.io.load.workspace import drop_handover
 
     task_runner_ = task_runner(runner, settings.pipeline.shard_concurrency, dask_address)
     written = Path(out_dir) / "metrics.json"
@@ -215,8 +215,6 @@ def run_evaluate_flow(data_dir: str, run: str, out_dir: str, settings: Settings,
                 raise RagspanError(f"the Prefect API at {api_url} stopped answering during the run "
                                    f"({type(exc).__name__}); results in {out_dir}/ may be incomplete") from None
             raise
-        finally:  # a workspace prepare_run handed over and the flow never took
-            drop_handover()
     if watch and watch.dead:
         print(f"warning: the Prefect API at {api_url} stopped answering during the run; results "
               f"written to {out_dir}/, but the Prefect UI lacks part of this run", file=sys.stderr, flush=True)

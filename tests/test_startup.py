@@ -37,22 +37,24 @@ def data(tmp_path: Path) -> Path:
 
 
 @pytest.mark.usefixtures("state_dir")
-def test_the_flow_load_takes_the_prepared_workspace_once_and_reads_a_changed_file_again(data: Path):
+def test_a_prepared_workspace_holds_no_large_table_and_a_changed_file_is_read_again(data: Path):
+    """No hand-over through the module: what prepare_run validated reaches the flow's load
+    through the validated-inputs cache, keyed by the files' content; the caller keeps only
+    the head (its large tables deferred), so the process never holds them twice."""
     settings = load_settings(None)
-    prepared = checked_workspace(data, "baseline", settings, hand_over=True)
-    assert prepared.inputs_key
-    taken = checked_workspace(data, "baseline", settings)  # the flow's load: the same tables
-    assert taken.answers is prepared.answers and taken.inputs_key == prepared.inputs_key
-    again = checked_workspace(data, "baseline", settings)  # handed over once: read from the cache
-    assert again.answers is not prepared.answers and len(again.answers) == len(prepared.answers)
+    prepared = checked_workspace(data, "baseline", settings, deferred=True)
+    assert prepared.inputs_key and isinstance(prepared.tables, workspace_module.DeferredTables)
+    assert prepared.tables._tables is None  # not read: the entry it was kept in holds them
+    taken = checked_workspace(data, "baseline", settings)  # the flow's load: the cache's hit
+    assert taken.inputs_key == prepared.inputs_key and taken.answers is not prepared.answers
+    assert taken.chunks.equals(prepared.chunks) and len(taken.answers) == len(prepared.answers)
 
-    checked_workspace(data, "baseline", settings, hand_over=True)
     run_file = data / "runs" / "baseline.jsonl"
     lines = run_file.read_text(encoding="utf-8").splitlines(keepends=True)
     run_file.write_text("".join(lines[:-1]), encoding="utf-8")  # one answer fewer
     changed = checked_workspace(data, "baseline", settings)
     assert len(changed.answers) == len(prepared.answers) - 1 and changed.inputs_key != prepared.inputs_key
-    workspace_module.drop_handover()
+    assert not hasattr(workspace_module, "_HANDOVER")
 
 
 @pytest.mark.usefixtures("state_dir")

@@ -67,10 +67,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     settings, ws, out = prepared.settings, prepared.workspace, prepared.out_dir
     verbose.inputs_cache()
     if args.dry_run:
-        from ragspan.tasks.io.load.workspace import drop_handover
         from ragspan.tasks.tools.estimate import judge_call_estimate
-
-        drop_handover()  # no flow to take it
 
         estimate = judge_call_estimate(ws.answers, ws.retrieved, ws.questions, settings)
         print(json.dumps(estimate) if args.json else

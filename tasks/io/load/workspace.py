@@ -139,14 +139,6 @@ _cached, _keep = cached_entry, keep_entry
 
 # How the last load_workspace of this process got its inputs (`ragspan evaluate --verbose`).
 LAST_LOAD: dict[str, str] = {}
-# The workspace a caller validated before the flow (`prepare_run`, hand_over=True), by its
-# key, handed over once: the flow's `load` task in the same process gets that object rather
-# than unpickling the entry again (~0.5 s at 100k chunks × 10k answers). The key is
-# computed anew from the files (md5 by stat fingerprint), so a file changed in between is
-# a different key: read and validated as before. For the next load only, taken or not, and
-# dropped when the run ends (`drop_handover`): a long-lived process (`ragspan serve`, a
-# notebook) holds no workspace between runs.
-_HANDOVER: dict[str, Workspace] = {}
 
 
 def load_workspace(
@@ -155,38 +147,37 @@ def load_workspace(
     chunk_size: int,
     chunk_overlap: int,
     default_context_k: int,
-    hand_over: bool = False,
+    deferred: bool = False,
 ) -> Workspace:
     """Load and validate everything one evaluation needs; the first problem raises InputError.
-    Unchanged files are served from the validated-inputs cache (above).
-    `hand_over`: the flow's `load` in this process takes this very workspace (_HANDOVER)."""
+    Unchanged files are served from the validated-inputs cache (above). `deferred`: the
+    workspace returned holds its large tables only as the cache entry they were kept in,
+    read at first use — what a caller that validates for a flow to come keeps, so the
+    process never holds them twice (the flow's `load` reads them from the same entry)."""
 
     data_dir = Path(data_dir)
     if not data_dir.is_dir():
         raise InputError(data_dir, None, None, "data directory not found")
     root = state_dir() / "inputs"
     base_key, ws_key = _input_keys(data_dir, run, (chunk_size, chunk_overlap), (default_context_k,))
-    handed = _HANDOVER.pop(f"{root}:{ws_key}", None)
-    _HANDOVER.clear()  # for the very next load only
-    if handed is not None:
-        LAST_LOAD["source"] = "validated-inputs cache: hit (loaded earlier in this process)"
-        return dataclasses.replace(handed, data_dir=data_dir)
     tables_path = root / f"tables-{ws_key}.pickle"
+
+    def current_key() -> str:
+        return _input_keys(data_dir, run, (chunk_size, chunk_overlap), (default_context_k,))[1]
+
+    def reread() -> InputTables:
+        base = _read_base(data_dir, chunk_size, chunk_overlap)
+        return _read_workspace(data_dir, run, default_context_k, *base)._input_tables()
+
+    def with_deferred_tables(head: Workspace) -> Workspace:
+        return dataclasses.replace(head, data_dir=data_dir, inputs_key=ws_key,
+                                   tables=DeferredTables(tables_path, ws_key, current_key, reread))
+
     head = _cached(root / f"ws-{ws_key}.pickle")
     if isinstance(head, Workspace):
         LAST_LOAD["source"] = "validated-inputs cache: hit"
         touch(tables_path)  # used with its head: pruned with it, not before it
-
-        def current_key() -> str:
-            return _input_keys(data_dir, run, (chunk_size, chunk_overlap), (default_context_k,))[1]
-
-        def reread() -> InputTables:
-            base = _read_base(data_dir, chunk_size, chunk_overlap)
-            return _read_workspace(data_dir, run, default_context_k, *base)._input_tables()
-
-        ws = dataclasses.replace(head, data_dir=data_dir, inputs_key=ws_key,
-                                 tables=DeferredTables(tables_path, ws_key, current_key, reread))
-        return _handing_over(ws) if hand_over else ws
+        return with_deferred_tables(head)
     base = _cached(root / f"base-{base_key}.pickle")
     LAST_LOAD["source"] = "validated-inputs cache: corpus/chunks/questions hit, run file read"
     if not (isinstance(base, tuple) and len(base) == 4):
@@ -200,19 +191,7 @@ def load_workspace(
     _keep(tables_path, ws._input_tables())
     no_tables = InputTables(pd.DataFrame(), pd.DataFrame(), pd.DataFrame())  # a head's: read as deferred
     _keep(root / f"ws-{ws_key}.pickle", dataclasses.replace(ws, tables=no_tables))
-    return _handing_over(ws) if hand_over else ws
-
-
-def _handing_over(ws: Workspace) -> Workspace:
-    """`ws`, kept for the next load of the same inputs in this process (_HANDOVER)."""
-    _HANDOVER.clear()
-    _HANDOVER[f"{state_dir() / 'inputs'}:{ws.inputs_key}"] = ws  # the state dir's too, as every cache
-    return ws
-
-
-def drop_handover() -> None:
-    """Forget a workspace handed over and not taken (the run ended before its `load`)."""
-    _HANDOVER.clear()
+    return with_deferred_tables(ws) if deferred else ws
 
 
 def _read_base(data_dir: Path, chunk_size: int, chunk_overlap: int
@@ -249,21 +228,22 @@ def _read_workspace(data_dir: Path, run: str | None, default_context_k: int, cor
 
 
 def checked_workspace(data_dir: str | Path, run: str | None, settings: Settings,
-                      hand_over: bool = False) -> Workspace:
-    """Load and validate every input (InputError on the first problem). `hand_over`: the
-    flow about to run in this process takes this workspace as it is (load_workspace)."""
+                      deferred: bool = False) -> Workspace:
+    """Load and validate every input (InputError on the first problem). `deferred`: keep
+    only the head in memory, the large tables in their cache entry (load_workspace)."""
     return load_workspace(data_dir, run, settings.chunking.size, settings.chunking.overlap,
-                          settings.pipeline.default_context_k, hand_over)
+                          settings.pipeline.default_context_k, deferred)
 
 
 # Not cached by Prefect: reading and validating the files is the point (and it is cheap).
 # The workspace is not handed in as an argument: the flow would have to take it as a flow
 # parameter, and Prefect serialises every flow parameter for its API (fastapi's
 # jsonable_encoder: a deep copy of every DataFrame of a dataclass before it gives up and
-# stores "<Workspace>" — measured 1.75 s at 100k chunks) and validates it. A caller that
-# validated the inputs (prepare_run, flows/evaluation.py) handed them over (_HANDOVER):
-# loading them here takes that workspace while the files' md5s still give its key; without
-# a hand-over it is the validated-inputs cache's hit, not a second parse.
+# stores "<Workspace>" — measured 1.75 s at 100k chunks) and validates it. Nor is it handed
+# over through a variable of this module: the validated-inputs cache is the hand-over, keyed
+# by the files' content. A caller that validated the inputs (prepare_run) kept them there,
+# so loading them here is its hit — the small head now, the large tables at first use —
+# not a second parse.
 @task(name="load", cache_policy=NO_CACHE)
 def load_inputs(data_dir: str | Path, run: str | None, settings: Settings) -> Workspace:
     """The inputs, loaded and validated (from the validated-inputs cache when unchanged)."""
