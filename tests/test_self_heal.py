@@ -202,3 +202,17 @@ def test_a_judge_cache_without_room_is_disk_full_never_taken_for_damage(tmp_path
     assert not (tmp_path / "state" / "damaged").exists()
     with JudgeCache(path) as cache:
         assert len(cache) == 50 and cache.get("new") is None
+
+
+def test_the_index_name_changes_with_the_text_between_chunks():
+    """The index keeps each chunk's neighbouring text (the windows across chunk edges read
+    it): an edit there alone, of the same length, is another index."""
+    import pandas as pd
+    from ragspan.tasks.steps.corpus_search import chunk_table_hash
+
+    chunks = pd.DataFrame({"chunk_id": ["a", "b"], "doc_id": ["d", "d"], "char_start": [0, 9], "char_end": [5, 14]})
+    before = pd.DataFrame({"doc_id": ["d"], "text": ["AAAA. xx BBBB."]})
+    after = pd.DataFrame({"doc_id": ["d"], "text": ["AAAA. yy BBBB."]})  # chunk texts unchanged
+    assert before["text"][0][0:5] == after["text"][0][0:5] and before["text"][0][9:14] == after["text"][0][9:14]
+    assert chunk_table_hash(chunks, before) != chunk_table_hash(chunks, after)
+    assert chunk_table_hash(chunks, before) == chunk_table_hash(chunks, before.copy())

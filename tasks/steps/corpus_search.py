@@ -49,7 +49,9 @@ def index_terms(text: str) -> list[str]:
 
 
 def chunk_table_hash(chunks: pd.DataFrame, corpus: pd.DataFrame) -> str:
-    """Content hash of the chunk table with its texts: the index's identity."""
+    """Content hash of the chunk table with its documents' texts: the index's identity.
+    Whole texts, not only the chunks' own: the index also keeps the text between a chunk
+    and its neighbours (`with_gaps`), which an edit between chunks changes alone."""
     h = hashlib.sha256(INDEX_FORMAT.encode())
     # Columns as Python lists first: iterating pandas 3's Arrow strings one by one cost
     # ~1 s of every run at 100k chunks; the values (and so the hash) are the same.
@@ -57,7 +59,10 @@ def chunk_table_hash(chunks: pd.DataFrame, corpus: pd.DataFrame) -> str:
     columns = (chunks[c].tolist() for c in ("chunk_id", "doc_id", "char_start", "char_end"))
     for cid, did, s, e in zip(*columns):
         h.update(f"{cid}\x00{did}\x00{s}\x00{e}\x00".encode())
-        h.update(texts[did][s:e].encode("utf-8", "surrogatepass"))
+    for did in dict.fromkeys(chunks["doc_id"].tolist()):  # each chunked document once, in order
+        text = texts[did]
+        h.update(f"{did}\x00{len(text)}\x00".encode("utf-8", "surrogatepass"))
+        h.update(text.encode("utf-8", "surrogatepass"))
     return h.hexdigest()[:24]
 
 
