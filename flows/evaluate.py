@@ -81,19 +81,20 @@ def evaluate(data_dir: str, run: str, out_dir: str, params_path: str | None = No
             progress.current().reused(len(ws.answers), 0)
             metrics = timed(report_unchanged, Path(out_dir), ws, settings, spec, kept, compare_to, previous)
         else:
-            passages = passages_for(ws)
-            known = timed(reuse_answers, ws.answers, passages, str(answers), context, settings.pipeline.reuse_answers)
+            known = timed(reuse_answers, ws.answers, passages_for(ws), str(answers), context,
+                          settings.pipeline.reuse_answers)  # the passages only for the answers' keys, then let go
             progress.current().reused(known.reused, -(-len(known.fresh) // settings.pipeline.shard_size))
             runtime = judge_runtime(settings.pipeline, state_dir(), judge_processes(settings.pipeline))
-            shards = iter_shards(known.fresh, passages, settings.pipeline.shard_size)
-            del passages  # the shards take their part, one at a time (flows/shard_window.py)
+            shards = iter_shards(known.fresh, ws, settings.pipeline.shard_size)  # each with its own passages
             with spilling(state_dir() / "spill") as spill_dir:  # shard results on disk, not in memory
                 done = spilled_results(
                     lambda s: evaluate_shard.submit(s, spec, index_dir, top_k, thr, band, code, runtime),
                     shards, 2 * settings.pipeline.shard_concurrency, spill_dir)
-                run_tables = timed(remember_answers, known, ws.answers, done)
-            metrics = timed(report, Path(out_dir), ws, settings, spec, run_tables, compare_to, known.reused,
-                            unchanged_key(ws, settings, context, answers, compare_to), previous)
+                run_parts = timed(remember_answers, known, ws.answers, done)
+                # the table files written from the spilled shards, a window of answers at a time
+                metrics = timed(report, Path(out_dir), ws, settings, spec, run_parts, spill_dir / "tables",
+                                compare_to, known.reused, unchanged_key(ws, settings, context, answers, compare_to),
+                                previous)
     timed(publish_artifacts, metrics, out_dir, artifacts_name or run)  # the Prefect UI's view of the run
     timed(prune_after_run, settings.state.max_size, settings.state.max_age_days)  # params.yaml `state:` limits
     return metrics
