@@ -145,7 +145,7 @@ def write_parquet_pieces(path: Path, pieces: Iterable[pd.DataFrame]) -> int:
                 table = pa.Table.from_pandas(piece, preserve_index=False)
                 writer = pq.ParquetWriter(path, table.schema, compression="snappy")
             else:
-                table = pa.Table.from_pandas(piece, schema=writer.schema_arrow, preserve_index=False)
+                table = pa.Table.from_pandas(piece, schema=writer.schema, preserve_index=False)
             writer.write_table(table)
             rows += len(piece)
     finally:
