@@ -7,7 +7,10 @@ writes those (tasks/reporting/snapshot.py).
 Each step is its own cached Prefect task; a shard's chain is one submitted task, so
 shards run side by side on the flow's task runner (threads by default, a Dask cluster
 with `--task-runner dask`) while every step inside stays separately cached. At most
-2 × shard_concurrency shards are in flight; each result goes to disk as it ends.
+2 × shard_concurrency shards are in flight, each made with its own passages; each result
+goes to disk as it ends, and the store segment and the results' table files are written
+from those files a window of answers at a time (Parquet row groups): the flow's memory is
+set by the shards in flight, not by the number of answers (docs/decisions.md #52).
 
 Settings arrive as arguments and go on as arguments: the flow takes the `Settings` its
 caller already parsed (`prepare_run`, flows/evaluation.py; a params path only from callers

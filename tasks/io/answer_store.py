@@ -20,6 +20,12 @@ again (their good calls then come from the judge cache). A change of corpus,
 judge, prompt, threshold or code is a new context: nothing is reused across it. Only the
 MAX_CONTEXTS most recently used contexts are kept. `pipeline.reuse_answers: false` turns
 the store off (Prefect's step cache still applies). docs/decisions.md #17.
+
+The run's results are not assembled into tables: `RunParts` (the stored rows + the spilled
+shards) gives each table in answer order one window of answers at a time (`chunks`), and
+the segment (`remember`) and the results' table files (tasks/reporting/report.py) are
+written from those pieces as Parquet row groups — memory set by a shard, not by the run
+(docs/decisions.md #52). `merged` still assembles them, for callers that want the tables.
 """
 
 from __future__ import annotations
@@ -280,10 +286,10 @@ class RunParts:
             done = upto
             for i in members:
                 table = _table_of(self.results[i], name)
-                claims = _table_of(self.results[i], "claims") if name == "spans" else table
+                claims = _table_of(self.results[i], "claims") if name == "spans" else None
+                question_of = {} if claims is None else dict(zip(claims["claim_id"], claims["question_id"]))
                 pieces.append(table)
-                at.append(_question_ids(table, name, dict(zip(claims["claim_id"], claims["question_id"])))
-                          .map(position).to_numpy())
+                at.append(_question_ids(table, name, question_of).map(position).to_numpy())
             chunk = pd.concat(pieces, ignore_index=True) if len(pieces) > 1 else pieces[0]
             yield chunk.iloc[np.argsort(np.concatenate(at), kind="stable")].reset_index(drop=True)
         if done < len(known) or done == 0:  # the stored rows after the last shard (or an empty table)

@@ -5,6 +5,12 @@ Rates are over *judged* claims (`unjudged` is counted and listed, never averaged
 Metadata breakdowns use the document the deciding evidence came from; a claim with no
 evidence (hallucination, unjudged) is attributed to its question's top-ranked
 retrieved document — the document the RAG system leaned on.
+
+Two ways in, the same files: `write_results`/`results_pieces` from tables in memory; the
+flow's `report` from the run's results where they lie (answer_store.RunParts): each table
+file written a window of answers at a time (`table_file_pieces`: checked, byte offsets
+added, one Parquet row group per window), then the diagnoses and answer spans read back —
+and of the evidence spans only the claims the page draws — for the metrics and the page.
 """
 
 from __future__ import annotations
