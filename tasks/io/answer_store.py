@@ -194,6 +194,16 @@ def _table_of(part: ShardResult | SpilledShard, name: str) -> pd.DataFrame:
     return part.answer_spans_table() if name == "answer_spans" else getattr(part, name)
 
 
+def _step_table_of(part: ShardResult | SpilledShard, name: str) -> pd.DataFrame:
+    """`_table_of` without the byte-offset columns (schemas.WRITE_ONLY): a step may leave
+    them, empty, in its table (diagnose's) and another not (chunk_split's), and they are
+    computed only on write. Pieces of one table then have the same columns — as one
+    concatenated table has."""
+    table = _table_of(part, name)
+    extra = [c for c in schemas.WRITE_ONLY if c in table.columns]
+    return table.drop(columns=extra) if extra else table
+
+
 def _question_ids(table: pd.DataFrame, name: str, question_of: dict[str, str]) -> pd.Series:
     """The question of each row: its own column, or for spans that of its claim."""
     return table["claim_id"].map(question_of) if name == "spans" else table["question_id"]
@@ -273,7 +283,7 @@ class RunParts:
         reused answers before and inside it with those of its shards), the order inside
         an answer kept. Only one window's rows are in memory at once, besides the store's."""
         position = dict(zip(self.answers["question_id"], range(len(self.answers))))
-        known = _table_of(self.reuse.known, name)
+        known = _step_table_of(self.reuse.known, name)
         known_of = dict(zip(self.reuse.known.claims["claim_id"], self.reuse.known.claims["question_id"]))
         known_at = _question_ids(known, name, known_of).map(position).to_numpy()
         order = np.argsort(known_at, kind="stable")  # row numbers: the stored rows are not copied
@@ -285,7 +295,7 @@ class RunParts:
             at = [sorted_at[done:upto]] if upto > done else []
             done = upto
             for i in members:
-                table = _table_of(self.results[i], name)
+                table = _step_table_of(self.results[i], name)
                 claims = _table_of(self.results[i], "claims") if name == "spans" else None
                 question_of = {} if claims is None else dict(zip(claims["claim_id"], claims["question_id"]))
                 pieces.append(table)
@@ -318,7 +328,7 @@ def remember(reuse: Reuse, run: ShardResult | RunParts) -> None:
         for part in parts:
             claims = _table_of(part, "claims")
             question_of = dict(zip(claims["claim_id"], claims["question_id"])) if name == "spans" else {}
-            yield _tagged(_table_of(part, name), name, keep, question_of)
+            yield _tagged(_step_table_of(part, name), name, keep, question_of)
 
     _write_segment(store, {name: tables(name) for name in _TABLES})
     contexts = dir_store("answer_store", store.parent)

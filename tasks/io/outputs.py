@@ -145,6 +145,9 @@ def write_parquet_pieces(path: Path, pieces: Iterable[pd.DataFrame]) -> int:
                 table = pa.Table.from_pandas(piece, preserve_index=False)
                 writer = pq.ParquetWriter(path, table.schema, compression="snappy")
             else:
+                if list(piece.columns) != writer.schema.names:  # from_pandas would drop or miss some
+                    raise ValueError(f"{path}: a piece's columns {list(piece.columns)} are not the "
+                                     f"first piece's {writer.schema.names}")
                 table = pa.Table.from_pandas(piece, schema=writer.schema, preserve_index=False)
             writer.write_table(table)
             rows += len(piece)
