@@ -7,7 +7,10 @@ writes those (tasks/reporting/snapshot.py).
 Each step is its own cached Prefect task; a shard's chain is one submitted task, so
 shards run side by side on the flow's task runner (threads by default, a Dask cluster
 with `--task-runner dask`) while every step inside stays separately cached. At most
-2 × shard_concurrency shards are in flight; each result goes to disk as it ends.
+2 × shard_concurrency shards are in flight, each made with its own passages; each result
+goes to disk as it ends, and the store segment and the results' table files are written
+from those files a window of answers at a time (Parquet row groups): the flow's memory is
+set by the shards in flight, not by the number of answers (docs/decisions.md #54).
 
 Settings arrive as arguments and go on as arguments: the flow takes the `Settings` its
 caller already parsed (`prepare_run`, flows/evaluation.py; a params path only from callers
@@ -86,21 +89,21 @@ def evaluate(data_dir: str, run: str, out_dir: str, params_path: str | None = No
             from ragspan.tasks.io.answer_store import remember_answers, reuse_answers
             from ragspan.tasks.io.shard_spill import spilling
 
-            passages = passages_for(ws)
             corpus = timed(corpus_identity, ws.chunks, ws.corpus, index_dir)  # what of it each answer's key holds
-            known = timed(reuse_answers, ws.answers, passages, str(answers), context, settings.pipeline.reuse_answers,
-                          corpus)
+            known = timed(reuse_answers, ws.answers, passages_for(ws), str(answers), context,
+                          settings.pipeline.reuse_answers, corpus)  # the passages only for the answers' keys
             progress.current().reused(known.reused, -(-len(known.fresh) // settings.pipeline.shard_size))
             runtime = judge_runtime(settings.pipeline, state_dir(), judge_processes(settings.pipeline))
-            shards = iter_shards(known.fresh, passages, settings.pipeline.shard_size)
-            del passages  # the shards take their part, one at a time (flows/shard_window.py)
+            shards = iter_shards(known.fresh, ws, settings.pipeline.shard_size)  # each with its own passages
             with spilling(state_dir() / "spill") as spill_dir:  # shard results on disk, not in memory
                 done = spilled_results(
                     lambda s: evaluate_shard.submit(s, spec, index_dir, top_k, thr, band, code, runtime),
                     shards, 2 * settings.pipeline.shard_concurrency, spill_dir)
-                run_tables = timed(remember_answers, known, ws.answers, done)
-            metrics = timed(report, Path(out_dir), ws, settings, spec, run_tables, compare_to, known.reused,
-                            unchanged_key(ws, settings, context, answers, compare_to), previous)
+                run_parts = timed(remember_answers, known, ws.answers, done)
+                # the table files written from the spilled shards, a window of answers at a time
+                metrics = timed(report, Path(out_dir), ws, settings, spec, run_parts, spill_dir / "tables",
+                                compare_to, known.reused, unchanged_key(ws, settings, context, answers, compare_to),
+                                previous)
     timed(publish_artifacts, metrics, out_dir, artifacts_name or run)  # the Prefect UI's view of the run
     timed(prune_after_run, settings.state.max_size, settings.state.max_age_days)  # params.yaml `state:` limits
     return metrics

@@ -181,3 +181,84 @@ def test_without_reuse_changing_one_answer_rejudges_only_its_shard(tmp_path, sta
     assert decompose_states.get("Completed") == 1 and decompose_states.get("Cached", 0) >= 5
     new = pd.read_parquet(tmp_path / "b" / "diagnoses.parquet")
     assert "Northwind also sells submarines." in set(new["claim"])
+
+
+def _shard_of(tables: dict[str, pd.DataFrame], question_ids: list[str]):
+    """The rows of `question_ids` in the sample's tables, as one shard's result."""
+    from ragspan.tasks.core.shards import ShardResult
+    from ragspan.tasks.judges.base import JudgeStats
+
+    mine = set(question_ids)
+    claims = tables["claims"][tables["claims"]["question_id"].isin(mine)].reset_index(drop=True)
+    rows = {name: t[(t["claim_id"].isin(set(claims["claim_id"])) if name == "spans" else t["question_id"].isin(mine))]
+            .reset_index(drop=True) for name, t in tables.items()}
+    return ShardResult(rows["claims"], rows["spans"], rows["diagnoses"], JudgeStats(), {},
+                       answer_spans=rows["answer_spans"])
+
+
+def test_table_files_written_from_spilled_shards_equal_those_of_the_tables_assembled_in_memory(
+        sample_results, tmp_path):
+    """The flow writes its table files window by window from the spilled shards and the
+    stored rows (RunParts.chunks, Parquet row groups); the previous path assembled every
+    table in memory (merged) and wrote it whole (results_pieces): the same tables."""
+    from ragspan.tasks.config import load_settings
+    from ragspan.tasks.core.shards import ShardResult
+    from ragspan.tasks.io.answer_store import Reuse, RunParts, merged
+    from ragspan.tasks.io.load import checked_workspace
+    from ragspan.tasks.io.outputs import write_parquet_pieces
+    from ragspan.tasks.io.shard_spill import spill, spilling
+    from ragspan.tasks.judges.base import JudgeStats
+    from ragspan.tasks.reporting.report import (
+        BYTE_COLUMNS,
+        TABLE_FILES,
+        results_pieces,
+        table_file_pieces,
+    )
+
+    out, _ = sample_results
+    ws = checked_workspace(SAMPLE, "baseline", load_settings(None))
+    tables = {name: pd.read_parquet(out / f"{name}.parquet").drop(columns=list(BYTE_COLUMNS), errors="ignore")
+              for name in ("claims", "spans", "diagnoses", "answer_spans")}
+    ids = ws.answers["question_id"].tolist()
+    stored = ids[1::4]  # every fourth answer "reused", in reverse answer order as a store may give them
+    parts = [_shard_of(tables, [q]) for q in reversed(stored)]
+    known = ShardResult(*(pd.concat([getattr(p, n) for p in parts], ignore_index=True)
+                          for n in ("claims", "spans", "diagnoses")), JudgeStats(), {},
+                        answer_spans=pd.concat([p.answer_spans_table() for p in parts], ignore_index=True))
+    fresh = ws.answers[~ws.answers["question_id"].isin(set(stored))].reset_index(drop=True)
+    shards = [_shard_of(tables, fresh["question_id"].tolist()[i:i + 3]) for i in range(0, len(fresh), 3)]
+    reuse = Reuse(fresh, known, {}, "", reused=len(stored))
+    with spilling(tmp_path / "spill") as where:
+        spilled = [spill(s, where, i) for i, s in enumerate(shards)]
+        run = RunParts(reuse, ws.answers, spilled)
+        texts = dict(zip(ws.corpus["doc_id"], ws.corpus["text"]))
+        answer_texts = dict(zip(ws.answers["question_id"], ws.answers["answer"]))
+        (tmp_path / "new").mkdir()
+        for name in TABLE_FILES:
+            write_parquet_pieces(tmp_path / "new" / name,
+                                 table_file_pieces(name, run.chunks(name.removesuffix(".parquet")), answer_texts, texts))
+        whole = merged(reuse, ws.answers, spilled)
+    _, _, writers = results_pieces("baseline", whole.claims, whole.spans, whole.diagnoses, ws.answers, ws.retrieved,
+                                   ws.corpus, ws.questions, {}, {}, answer_spans=whole.answer_spans_table())
+    (tmp_path / "old").mkdir()
+    import pyarrow.parquet as pq
+
+    for name in TABLE_FILES:
+        writers[name](tmp_path / "old" / name)
+        new, old = pd.read_parquet(tmp_path / "new" / name), pd.read_parquet(tmp_path / "old" / name)
+        pd.testing.assert_frame_equal(new, old, obj=name)
+        pd.testing.assert_frame_equal(new, pd.read_parquet(out / name), obj=f"{name} of the flow")
+    assert pq.ParquetFile(tmp_path / "new" / "claims.parquet").metadata.num_row_groups > 3  # written in pieces
+
+
+def test_small_shards_write_the_same_table_files_as_one_shard(sample_results, tmp_path):
+    out, metrics = sample_results
+    params = tmp_path / "params.yaml"
+    params.write_text("pipeline:\n  shard_size: 4\n", encoding="utf-8")
+    small = tmp_path / "small"
+    again = run_evaluate(SAMPLE, small, params=params)
+    for name in ("claims", "spans", "diagnoses", "answer_spans"):
+        pd.testing.assert_frame_equal(pd.read_parquet(small / f"{name}.parquet"),
+                                      pd.read_parquet(out / f"{name}.parquet"), obj=name)
+    assert (small / "taxonomy.csv").read_bytes() == (out / "taxonomy.csv").read_bytes()
+    assert again["labels"] == metrics["labels"]

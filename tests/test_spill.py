@@ -79,3 +79,33 @@ def test_a_file_is_hashed_again_when_it_changes_and_not_while_it_stays(tmp_path:
     reads.clear()
     assert file_md5s([f, f]) == [hashlib.md5(b"two\n").hexdigest()] * 2
     assert reads == []  # unchanged since it was last hashed: not read
+
+
+def test_a_table_written_in_pieces_equals_the_assembled_one_whatever_byte_columns_a_step_left(tmp_path: Path):
+    """diagnose leaves empty byte-offset columns in its table, chunk_split does not: the
+    pieces of one table drop them (they are computed on write), so they share columns."""
+    import dataclasses
+
+    from ragspan.tasks.core.schemas import WRITE_ONLY
+    from ragspan.tasks.io.answer_store import RunParts
+    from ragspan.tasks.io.outputs import write_parquet_pieces
+
+    answers = _answers(5)
+    reuse = split_known(answers, _passages(5), tmp_path / "s", CTX, enabled=False)
+    first = _result(["q0", "q1"])
+    empty = pd.array([None, None], dtype="Int64")
+    first = dataclasses.replace(first, diagnoses=first.diagnoses.assign(byte_start=empty, byte_end=empty))
+    parts = [first, _result(["q2"]), _result(["q4", "q3"])]
+    with spilling(tmp_path / "spill") as where:
+        run = RunParts(reuse, answers, [spill(p, where, i) for i, p in enumerate(parts)])
+        for name in ("claims", "spans", "diagnoses", "answer_spans"):
+            rows = write_parquet_pieces(tmp_path / f"{name}.parquet", run.chunks(name))
+            whole = _table_of_merged(merged(reuse, answers, parts), name)
+            expected = whole.drop(columns=[c for c in WRITE_ONLY if c in whole.columns])
+            pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / f"{name}.parquet"), expected, obj=name)
+            assert rows == len(expected)
+    assert list(pd.read_parquet(tmp_path / "claims.parquet")["question_id"]) == [f"q{i}" for i in range(5)]
+
+
+def _table_of_merged(run, name: str) -> pd.DataFrame:
+    return run.answer_spans_table() if name == "answer_spans" else getattr(run, name)

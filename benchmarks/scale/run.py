@@ -77,7 +77,7 @@ def child_steps(ws: Path, home: Path) -> dict:
     os.environ["RAGSPAN_HOME"] = str(home)
     import pandas as pd
     from ragspan.tasks.config import load_settings
-    from ragspan.tasks.core.shards import passages_for, shards_of
+    from ragspan.tasks.core.shards import shards_of
     from ragspan.tasks.io.load import load_workspace
     from ragspan.tasks.judges import judge_spec, make_judge, support_threshold
     from ragspan.tasks.reporting.report import write_results
@@ -107,7 +107,7 @@ def child_steps(ws: Path, home: Path) -> dict:
     spec, thr = judge_spec(settings.judge), support_threshold(settings.judge)
     w = t("load", load_workspace, ws, "scale", 800, 100, 3)
     index = str(t("build-index", build_index_dir, w.chunks, w.corpus, home / "index"))
-    shards = t("shards", lambda: shards_of(w.answers, passages_for(w), settings.pipeline.shard_size))
+    shards = t("shards", lambda: shards_of(w.answers, w, settings.pipeline.shard_size))
     claims_all, judged_all, diag_all, marked_all = [], [], [], []
     for sh in shards:
         judge = make_judge(spec)

@@ -7,7 +7,7 @@ re-judges one shard, not the run.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -64,9 +64,17 @@ def answers_to_retry(claims: pd.DataFrame, judgements: pd.DataFrame) -> frozense
     return frozenset(claims.loc[claims["claim_id"].isin(failed), "question_id"])
 
 
-def passages_for(ws: Workspace) -> pd.DataFrame:
-    """Every retrieved chunk with its text, plus each question's reference answer."""
+def passages_for(ws: Workspace, question_ids: Collection[str] | None = None) -> pd.DataFrame:
+    """Every retrieved chunk with its text, plus each question's reference answer — of the
+    questions in `question_ids` (None: of all). A question's rows are the same, in the same
+    order, whichever others are asked with it: a shard's passages are built for its own
+    answers (iter_shards), not cut from a table of every answer's."""
     retrieved, corpus, questions = ws.retrieved, ws.corpus, ws.questions
+    if question_ids is not None:
+        wanted = set(question_ids)
+        retrieved = retrieved[retrieved["question_id"].isin(wanted)]
+        questions = questions[questions["question_id"].isin(wanted)]
+        corpus = corpus[corpus["doc_id"].isin(set(retrieved["doc_id"]))]  # only the texts these passages cut
     texts = dict(zip(corpus["doc_id"].tolist(), corpus["text"].tolist()))  # lists: Arrow strings iterate slowly
     r = retrieved.copy()
     r["passage_text"] = [texts[d][s:e] for d, s, e in zip(*(r[c].tolist() for c in ("doc_id", "char_start", "char_end")))]
@@ -87,16 +95,16 @@ def passages_for(ws: Workspace) -> pd.DataFrame:
     return schemas.Passages.validate(rows.reset_index(drop=True))
 
 
-def iter_shards(answers: pd.DataFrame, passages: pd.DataFrame, shard_size: int) -> Iterator[Shard]:
-    """Answers in input order, cut every `shard_size`; passages follow their question.
-    One shard at a time: a flow that submits them as workers free up holds a bounded
-    number of shards' passages, not a copy of every passage of the run."""
+def iter_shards(answers: pd.DataFrame, ws: Workspace, shard_size: int) -> Iterator[Shard]:
+    """Answers in input order, cut every `shard_size`; each shard's passages built for its
+    answers (passages_for) as the shard is made. One shard at a time: a flow that submits
+    them as workers free up holds a bounded number of shards' passages, never a table of
+    every answer's passages (memory set by the shards in flight, not by the run's size)."""
     for i, start in enumerate(range(0, len(answers), shard_size)):
         part = answers.iloc[start : start + shard_size].reset_index(drop=True)
-        mine = passages[passages["question_id"].isin(set(part["question_id"]))].reset_index(drop=True)
-        yield Shard(index=i, answers=part, passages=mine)
+        yield Shard(index=i, answers=part, passages=passages_for(ws, part["question_id"].tolist()))
 
 
-def shards_of(answers: pd.DataFrame, passages: pd.DataFrame, shard_size: int) -> list[Shard]:
+def shards_of(answers: pd.DataFrame, ws: Workspace, shard_size: int) -> list[Shard]:
     """Every shard of `iter_shards`, at once."""
-    return list(iter_shards(answers, passages, shard_size))
+    return list(iter_shards(answers, ws, shard_size))

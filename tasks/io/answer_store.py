@@ -26,6 +26,12 @@ again (their good calls then come from the judge cache). A change of judge, prom
 threshold, search depth or code is a new context: nothing is reused across it. Only the
 MAX_CONTEXTS most recently used contexts are kept. `pipeline.reuse_answers: false` turns
 the store off (Prefect's step cache still applies). docs/decisions.md #17, #52.
+
+The run's results are not assembled into tables: `RunParts` (the stored rows + the spilled
+shards) gives each table in answer order one window of answers at a time (`chunks`), and
+the segment (`remember`) and the results' table files (tasks/reporting/report.py) are
+written from those pieces as Parquet row groups — memory set by a shard, not by the run
+(docs/decisions.md #54). `merged` still assembles them, for callers that want the tables.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ import json
 import os
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -47,6 +53,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from ragspan.tasks.core import schemas
 from ragspan.tasks.core.shards import ShardResult
+from ragspan.tasks.io.outputs import write_parquet_pieces
 from ragspan.tasks.io.shard_spill import SpilledShard
 from ragspan.tasks.io.store import REGISTRY, DirStore, dir_store, discard, touch
 from ragspan.tasks.judges.base import JudgeSpec, JudgeStats
@@ -255,10 +262,26 @@ def _table_of(part: ShardResult | SpilledShard, name: str) -> pd.DataFrame:
     return part.answer_spans_table() if name == "answer_spans" else getattr(part, name)
 
 
+def _step_table_of(part: ShardResult | SpilledShard, name: str) -> pd.DataFrame:
+    """`_table_of` without the byte-offset columns (schemas.WRITE_ONLY): a step may leave
+    them, empty, in its table (diagnose's) and another not (chunk_split's), and they are
+    computed only on write. Pieces of one table then have the same columns — as one
+    concatenated table has."""
+    table = _table_of(part, name)
+    extra = [c for c in schemas.WRITE_ONLY if c in table.columns]
+    return table.drop(columns=extra) if extra else table
+
+
+def _question_ids(table: pd.DataFrame, name: str, question_of: dict[str, str]) -> pd.Series:
+    """The question of each row: its own column, or for spans that of its claim."""
+    return table["claim_id"].map(question_of) if name == "spans" else table["question_id"]
+
+
 def merged(reuse: Reuse, answers: pd.DataFrame, results: Sequence[ShardResult | SpilledShard]) -> ShardResult:
-    """The run's tables: stored rows plus the shards', in answer order. One table at a
-    time: its parts (spilled shards' read back from disk) are concatenated and ordered,
-    then let go, so the run never holds more than one extra copy of one table."""
+    """The run's tables in memory: stored rows plus the shards', in answer order. The flow
+    no longer assembles them (RunParts.chunks writes them window by window); kept for
+    callers that want the tables themselves, and as the reference the streamed tables
+    equal (tests/test_spill.py)."""
     parts = [reuse.known, *results]
 
     def assembled(name: str, question_ids: Callable[[pd.DataFrame], pd.Series]) -> pd.DataFrame:
@@ -270,33 +293,118 @@ def merged(reuse: Reuse, answers: pd.DataFrame, results: Sequence[ShardResult | 
     spans = assembled("spans", lambda t: t["claim_id"].map(question_of))
     diagnoses = assembled("diagnoses", lambda t: t["question_id"])
     answer_spans = assembled("answer_spans", lambda t: t["question_id"])
-    stats = sum((p.stats for p in results), JudgeStats())
-    states: dict[str, dict[str, int]] = {}
-    for p in results:
-        for name, counts in p.states.items():
-            for state, n in counts.items():
-                states.setdefault(name, {})[state] = states.get(name, {}).get(state, 0) + n
-    return ShardResult(claims, spans, diagnoses, stats, states, frozenset().union(*(p.retry for p in results)),
-                       answer_spans, searched=frozenset().union(*(p.searched for p in results)))
+    run = RunParts(reuse, answers, results)
+    return ShardResult(claims, spans, diagnoses, run.stats, run.states, run.retry, answer_spans, searched=run.searched)
 
 
-def remember(reuse: Reuse, run: ShardResult) -> None:
+@dataclass(frozen=True, eq=False)  # eq=False: it holds DataFrames
+class RunParts:
+    """The run's results where they lie — the reused answers' rows (in memory, read from
+    the store) and each shard's (on disk once spilled) — read one window of answers at a
+    time. `chunks(name)` gives a table in answer order as consecutive pieces whose
+    concatenation is `merged`'s table: the outputs are written from them as Parquet row
+    groups, so no table of every answer is ever assembled (issue 35, item 4)."""
+
+    reuse: Reuse
+    answers: pd.DataFrame  # schemas.Answers: every answer of the run, in input order
+    results: Sequence[ShardResult | SpilledShard]
+
+    @property
+    def stats(self) -> JudgeStats:
+        return sum((p.stats for p in self.results), JudgeStats())
+
+    @property
+    def states(self) -> dict[str, dict[str, int]]:
+        """Prefect state names of the shards' task runs, counted over every shard."""
+        states: dict[str, dict[str, int]] = {}
+        for p in self.results:
+            for name, counts in p.states.items():
+                for state, n in counts.items():
+                    states.setdefault(name, {})[state] = states.get(name, {}).get(state, 0) + n
+        return states
+
+    @property
+    def retry(self) -> frozenset[str]:
+        return frozenset().union(*(p.retry for p in self.results))
+
+    @property
+    def searched(self) -> frozenset[str]:
+        """The answers with a claim that went to corpus-wide search (their key: the corpus)."""
+        return frozenset().union(*(p.searched for p in self.results))
+
+    def _windows(self, position: dict[str, int]) -> list[tuple[int, list[int]]]:
+        """The shards grouped into windows of answers: (the window's last answer position,
+        the shards in it), windows in answer order. A shard's answers are consecutive in
+        the flow (iter_shards), so each shard is a window of its own; shards whose answers
+        interleave share one, so every window's rows can be ordered on their own."""
+        spans: list[tuple[int, int, int]] = []  # (first, last answer position, shard)
+        for i, part in enumerate(self.results):
+            asked = pd.concat([_table_of(part, n)["question_id"] for n in ("claims", "diagnoses")])
+            positions = asked.map(position)
+            if len(positions):
+                spans.append((int(positions.min()), int(positions.max()), i))
+        windows: list[tuple[int, list[int]]] = []
+        for first, last, i in sorted(spans):
+            if windows and first <= windows[-1][0]:
+                windows[-1] = (max(last, windows[-1][0]), [*windows[-1][1], i])
+            else:
+                windows.append((last, [i]))
+        return windows
+
+    def chunks(self, name: str) -> Iterator[pd.DataFrame]:
+        """Table `name` in answer order, one window of answers at a time (the rows of the
+        reused answers before and inside it with those of its shards), the order inside
+        an answer kept. Only one window's rows are in memory at once, besides the store's."""
+        position = dict(zip(self.answers["question_id"], range(len(self.answers))))
+        known = _step_table_of(self.reuse.known, name)
+        known_of = dict(zip(self.reuse.known.claims["claim_id"], self.reuse.known.claims["question_id"]))
+        known_at = _question_ids(known, name, known_of).map(position).to_numpy()
+        order = np.argsort(known_at, kind="stable")  # row numbers: the stored rows are not copied
+        sorted_at = known_at[order]
+        done = 0  # stored rows (in `order`) already given
+        for last, members in self._windows(position):
+            upto = int(np.searchsorted(sorted_at, last, side="right"))
+            pieces = [known.iloc[order[done:upto]]] if upto > done else []
+            at = [sorted_at[done:upto]] if upto > done else []
+            done = upto
+            for i in members:
+                table = _step_table_of(self.results[i], name)
+                claims = _table_of(self.results[i], "claims") if name == "spans" else None
+                question_of = {} if claims is None else dict(zip(claims["claim_id"], claims["question_id"]))
+                pieces.append(table)
+                at.append(_question_ids(table, name, question_of).map(position).to_numpy())
+            chunk = pd.concat(pieces, ignore_index=True) if len(pieces) > 1 else pieces[0]
+            yield chunk.iloc[np.argsort(np.concatenate(at), kind="stable")].reset_index(drop=True)
+        if done < len(known) or done == 0:  # the stored rows after the last shard (or an empty table)
+            yield known.iloc[order[done:]].reset_index(drop=True)
+
+
+def _tagged(table: pd.DataFrame, name: str, keys: dict[str, str], question_of: dict[str, str]) -> pd.DataFrame:
+    """`table`'s rows of the answers in `keys`, each tagged with its answer key."""
+    tagged = table.assign(**{KEY: _question_ids(table, name, question_of).map(keys)})
+    return tagged[tagged[KEY].notna()]
+
+
+def remember(reuse: Reuse, run: ShardResult | RunParts) -> None:
     """Append a segment with the rows of the answers this run evaluated (not those with a
-    retryable judge failure); fold segments beyond MAX_SEGMENTS; prune old contexts."""
+    retryable judge failure); fold segments beyond MAX_SEGMENTS; prune old contexts.
+    From RunParts the segment is written shard by shard (a row group each), never as one
+    table of the run."""
     if not reuse.store or reuse.reused == len(reuse.keys):  # off, or nothing new to store
         return
     store = Path(reuse.store)
     fresh = set(reuse.fresh["question_id"]) - run.retry  # the stored ones are there already
     # under the key its results depend on: its documents, or the corpus it searched
     keep = {q: k.corpus if q in run.searched else k.documents for q, k in reuse.keys.items() if q in fresh}
-    question_of = dict(zip(run.claims["claim_id"], run.claims["question_id"]))
-    tagged = {
-        "claims": run.claims.assign(**{KEY: run.claims["question_id"].map(keep)}),
-        "spans": run.spans.assign(**{KEY: run.spans["claim_id"].map(question_of).map(keep)}),
-        "diagnoses": run.diagnoses.assign(**{KEY: run.diagnoses["question_id"].map(keep)}),
-        "answer_spans": (a := run.answer_spans_table()).assign(**{KEY: a["question_id"].map(keep)}),
-    }
-    _write_segment(store, {name: t[t[KEY].notna()] for name, t in tagged.items()})
+    parts = list(run.results) if isinstance(run, RunParts) else [run]
+
+    def tables(name: str) -> Iterator[pd.DataFrame]:
+        for part in parts:
+            claims = _table_of(part, "claims")
+            question_of = dict(zip(claims["claim_id"], claims["question_id"])) if name == "spans" else {}
+            yield _tagged(_step_table_of(part, name), name, keep, question_of)
+
+    _write_segment(store, {name: tables(name) for name in _TABLES})
     contexts = dir_store("answer_store", store.parent)
     with open(store.parent / ".lock", "a") as lock:  # one compactor at a time
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
@@ -304,20 +412,21 @@ def remember(reuse: Reuse, run: ShardResult) -> None:
         if len(segments) > MAX_SEGMENTS:  # fold them into one, newest rows winning
             whole = _read_store(store)
             if whole is not None:
-                _write_segment(store, whole)
+                _write_segment(store, {name: iter([t]) for name, t in whole.items()})
                 for seg in segments:
                     discard(seg)
         contexts.keep_newest()  # the MAX_CONTEXTS most recently used contexts
         contexts.remove_leftovers()  # contexts a kill left half-removed
 
 
-def _write_segment(store: Path, tables: dict[str, pd.DataFrame]) -> None:
+def _write_segment(store: Path, tables: dict[str, Iterator[pd.DataFrame]]) -> None:
     """A new segment of the store, appearing whole (written aside with its sums.json,
-    then renamed). No room for it is DiskFull: the store keeps its other segments."""
+    then renamed), each table from its pieces (a row group each). No room for it is
+    DiskFull: the store keeps its other segments."""
 
     def fill(tmp: Path) -> None:
-        for name, table in tables.items():
-            table.to_parquet(tmp / f"{name}.parquet", index=False)
+        for name, pieces in tables.items():
+            write_parquet_pieces(tmp / f"{name}.parquet", pieces)
 
     _segments_of(store).write_dir(f"seg-{time.time_ns():020d}-{os.getpid()}", fill)
 
@@ -330,7 +439,8 @@ def reuse_answers(answers: pd.DataFrame, passages: pd.DataFrame, root: str, cont
 
 
 @task(name="remember-answers", cache_policy=NO_CACHE)
-def remember_answers(reuse: Reuse, answers: pd.DataFrame, results: list[SpilledShard]) -> ShardResult:
-    run = merged(reuse, answers, results)
+def remember_answers(reuse: Reuse, answers: pd.DataFrame, results: list[SpilledShard]) -> RunParts:
+    """The run's results where they lie (RunParts), its fresh answers stored for reuse."""
+    run = RunParts(reuse, answers, results)
     remember(reuse, run)
     return run

@@ -13,13 +13,17 @@ import hashlib
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ragspan.tasks.config import state_dir
 from ragspan.tasks.errors import OutputBusy
 from ragspan.tasks.io import store
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def write_atomic_dir(out_dir: Path, writers: dict[str, Callable[[Path], None]]) -> Path:
@@ -115,3 +119,43 @@ def output_lock(out_dir: Path) -> Iterator[None]:
         yield
     finally:
         fh.close()
+
+
+def write_parquet_pieces(path: Path, pieces: Iterable[pd.DataFrame]) -> int:
+    """One Parquet file from a table's consecutive pieces, a row group each (empty pieces
+    skipped), holding one piece at a time; its rows counted. A table that comes in one
+    piece is written as `DataFrame.to_parquet` writes it, byte for byte; a table with
+    none is the concatenation of its empty pieces (their dtypes, as pd.concat gives them).
+    Every row group takes the first piece's Arrow schema (pandas metadata included), so
+    the file reads back as the concatenated pieces would."""
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    writer: pq.ParquetWriter | None = None
+    empties: list[pd.DataFrame] = []
+    rows = 0
+    try:
+        for piece in pieces:
+            if not len(piece):
+                if writer is None:
+                    empties.append(piece)
+                continue
+            if writer is None:
+                table = pa.Table.from_pandas(piece, preserve_index=False)
+                writer = pq.ParquetWriter(path, table.schema, compression="snappy")
+            else:
+                if list(piece.columns) != writer.schema.names:  # from_pandas would drop or miss some
+                    raise ValueError(f"{path}: a piece's columns {list(piece.columns)} are not the "
+                                     f"first piece's {writer.schema.names}")
+                table = pa.Table.from_pandas(piece, schema=writer.schema, preserve_index=False)
+            writer.write_table(table)
+            rows += len(piece)
+    finally:
+        if writer is not None:
+            writer.close()
+    if writer is None:
+        if not empties:
+            raise ValueError(f"{path}: a table needs at least one piece, even an empty one")
+        (pd.concat(empties, ignore_index=True) if len(empties) > 1 else empties[0]).to_parquet(path, index=False)
+    return rows

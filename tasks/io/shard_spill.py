@@ -5,15 +5,17 @@ diagnoses, answer spans: ~7 KB per answer) in its futures until the last shard f
 then a merged copy beside them. Now the flow hands each result here as it arrives
 (flows/shard_window.py keeps a bounded number of shards in flight) and keeps only a
 `SpilledShard` — where the tables are, plus the shard's judge stats, task states and
-answers to retry (a few hundred bytes). The answer store's `merged` reads the tables back
-one table at a time, so the run's memory holds one copy of its outputs, not two or three.
+answers to retry (a few hundred bytes). The tables are read back one shard's table at a
+time (answer_store.RunParts.chunks): the store segment and the results' table files are
+written from them as Parquet row groups, so no table of every answer is assembled.
 
 Files: `<state>/spill/<pid>-<ns>/shard-NNNNN/<table>.pickle` — pickle, because it gives back the
 exact frames (dtypes, NA kinds): the outputs assembled from disk are byte-identical to
 those assembled in memory. The store layer's `spill` store (tasks/io/store.py): each run's
 directory an entry, each shard's directory written aside and renamed (whole or absent; no
 room is DiskFull), not sealed (read back once, by the process that wrote it). A run's
-directory is removed once merged; one a killed run left behind (its process gone) is
+directory (with the results' table files staged in it, `tables/`) is removed once
+the results are written; one a killed run left behind (its process gone) is
 removed by the next run that spills, and by `ragspan cache prune|clear` — never one whose
 process is alive.
 """

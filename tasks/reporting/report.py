@@ -5,6 +5,12 @@ Rates are over *judged* claims (`unjudged` is counted and listed, never averaged
 Metadata breakdowns use the document the deciding evidence came from; a claim with no
 evidence (hallucination, unjudged) is attributed to its question's top-ranked
 retrieved document — the document the RAG system leaned on.
+
+Two ways in, the same files: `write_results`/`results_pieces` from tables in memory; the
+flow's `report` from the run's results where they lie (answer_store.RunParts): each table
+file written a window of answers at a time (`table_file_pieces`: checked, byte offsets
+added, one Parquet row group per window), then the diagnoses and answer spans read back —
+and of the evidence spans only the claims the page draws — for the metrics and the page.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -21,20 +27,26 @@ from prefect.cache_policies import NO_CACHE
 from ragspan.tasks.config import Settings
 from ragspan.tasks.core import schemas
 from ragspan.tasks.core.byte_offsets import utf8_spans
-from ragspan.tasks.core.shards import ShardResult
 from ragspan.tasks.core.taxonomy import FAILURE_LABELS, LABELS, STAGES
+from ragspan.tasks.io.answer_store import RunParts
 from ragspan.tasks.io.load import Workspace
 from ragspan.tasks.io.manifest import manifest_for
-from ragspan.tasks.io.outputs import write_atomic_dir
+from ragspan.tasks.io.outputs import room_for, write_atomic_dir, write_parquet_pieces
 from ragspan.tasks.judges.base import JudgeSpec, JudgeStats
 from ragspan.tasks.judges.openai_options import estimated_cost
 from ragspan.tasks.reporting import charts
 from ragspan.tasks.reporting.answer_chars import answer_char_metrics
 from ragspan.tasks.reporting.chunker import chunk_split_metrics, chunker_line
+from ragspan.tasks.reporting.drilldown import shown_questions
 from ragspan.tasks.reporting.findings import concentration, concentration_text, fix_order
 from ragspan.tasks.reporting.formatting import cascade_note
 from ragspan.tasks.reporting.groups import claim_groups, group_order
-from ragspan.tasks.reporting.html import assemble_page, render_report, report_middle
+from ragspan.tasks.reporting.html import (
+    MAX_DRILLDOWN_QUESTIONS,
+    assemble_page,
+    render_report,
+    report_middle,
+)
 from ragspan.tasks.reporting.matching import MATCH_COLUMNS
 from ragspan.tasks.reporting.rebuild import previous_results, rebuild_changes, rebuild_lines
 from ragspan.tasks.reporting.results_files import results_writers
@@ -202,9 +214,10 @@ def summary_markdown(metrics: dict, comparison: dict | None = None, images: tupl
     return "\n".join(lines)
 
 
-def broken_spans(spans: pd.DataFrame, corpus: pd.DataFrame) -> list[str]:
-    """Claim ids of spans breaking `doc[start:end] == text` (must be empty to write)."""
-    texts = dict(zip(corpus["doc_id"].tolist(), corpus["text"].tolist()))
+def broken_spans(spans: pd.DataFrame, corpus: pd.DataFrame | dict[str, str]) -> list[str]:
+    """Claim ids of spans breaking `doc[start:end] == text` (must be empty to write);
+    `corpus` the corpus table, or its texts by doc_id."""
+    texts = corpus if isinstance(corpus, dict) else dict(zip(corpus["doc_id"].tolist(), corpus["text"].tolist()))
     columns = (spans[c].tolist() for c in ("claim_id", "doc_id", "char_start", "char_end", "span_text"))
     return [c for c, d, s, e, t in zip(*columns) if texts[d][s:e] != t]
 
@@ -216,17 +229,21 @@ def with_byte_offsets(table: pd.DataFrame, texts: dict[str, str]) -> pd.DataFram
     return table.assign(byte_start=pd.array(bs, dtype="Int64"), byte_end=pd.array(be, dtype="Int64"))
 
 
-def broken_answer_spans(answer_spans: pd.DataFrame, answers: pd.DataFrame) -> list[str]:
-    """Claim ids of answer spans breaking `answer[answer_start:answer_end] == text`."""
-    texts = dict(zip(answers["question_id"].tolist(), answers["answer"].tolist()))
+def broken_answer_spans(answer_spans: pd.DataFrame, answers: pd.DataFrame | dict[str, str]) -> list[str]:
+    """Claim ids of answer spans breaking `answer[answer_start:answer_end] == text`;
+    `answers` the table, or its texts by question_id."""
+    texts = (answers if isinstance(answers, dict)
+             else dict(zip(answers["question_id"].tolist(), answers["answer"].tolist())))
     columns = (answer_spans[c].tolist() for c in ("claim_id", "question_id", "answer_start", "answer_end", "text"))
     return [c for c, q, s, e, t in zip(*columns) if texts[q][s:e] != t]
 
 
-def answer_spans_file(answer_spans: pd.DataFrame, answers: pd.DataFrame, texts: dict[str, str]) -> pd.DataFrame:
+def answer_spans_file(answer_spans: pd.DataFrame, answers: pd.DataFrame | dict[str, str],
+                      texts: dict[str, str]) -> pd.DataFrame:
     """answer_spans.parquet: the table with UTF-8 byte offsets in the answer and, for a
-    contradiction, in its evidence's document."""
-    by_question = dict(zip(answers["question_id"].tolist(), answers["answer"].tolist()))
+    contradiction, in its evidence's document. `answers`: the table, or its texts by question_id."""
+    by_question = (answers if isinstance(answers, dict)
+                   else dict(zip(answers["question_id"].tolist(), answers["answer"].tolist())))
     bs, be = utf8_spans(by_question, answer_spans["question_id"].tolist(), answer_spans["answer_start"].tolist(),
                         answer_spans["answer_end"].tolist())
     table = with_byte_offsets(answer_spans.assign(answer_byte_start=pd.array(bs, dtype="Int64"),
@@ -267,15 +284,8 @@ def results_pieces(run: str, claims: pd.DataFrame, spans: pd.DataFrame, diagnose
            + broken_answer_spans(answer_spans, answers))
     if bad:  # a bug upstream, never data: refuse to write rather than write a lie
         raise AssertionError(f"span invariant broken for claims {bad[:5]}")
-    metrics = metrics_for(run, diagnoses, corpus, questions, retrieved, judge_stats, manifest)
-    metrics["answer_chars"] = answer_char_metrics(answers, diagnoses, answer_spans, corpus, questions, retrieved)
-    metrics["rate_ci95"] = rate_intervals(diagnoses)
-    metrics["bootstrap"] = bootstrap_spec()
-    if rebuild is not None:
-        metrics["rebuild"] = rebuild
-    images = chart_images(metrics, diagnoses, retrieved)
-    middle = report_middle(metrics, diagnoses, answers, corpus, spans=spans, questions=questions,
-                           retrieved=retrieved, comparison=comparison, answer_spans=answer_spans)
+    metrics, middle, images = report_pieces(run, spans, diagnoses, answers, retrieved, corpus, questions,
+                                            judge_stats, manifest, comparison, answer_spans, rebuild)
     texts = dict(zip(corpus["doc_id"].tolist(), corpus["text"].tolist()))
     tables = {
         "claims.parquet": lambda p: claims.to_parquet(p, index=False),
@@ -285,6 +295,66 @@ def results_pieces(run: str, claims: pd.DataFrame, spans: pd.DataFrame, diagnose
         **{name: (lambda p, data=data: p.write_bytes(data)) for name, data in images.items()},
     }
     return metrics, middle, tables
+
+
+def report_pieces(run: str, spans: pd.DataFrame, diagnoses: pd.DataFrame, answers: pd.DataFrame,
+                  retrieved: pd.DataFrame, corpus: pd.DataFrame, questions: pd.DataFrame, judge_stats: dict,
+                  manifest: dict, comparison: dict | None, answer_spans: pd.DataFrame,
+                  rebuild: dict | None) -> tuple[dict, str, dict[str, bytes]]:
+    """The results view, the page's middle and the chart images, from the diagnoses and
+    answer spans of every claim and the evidence spans of the claims the page's
+    drill-down draws (html.MAX_DRILLDOWN_QUESTIONS; every span is fine too)."""
+    metrics = metrics_for(run, diagnoses, corpus, questions, retrieved, judge_stats, manifest)
+    metrics["answer_chars"] = answer_char_metrics(answers, diagnoses, answer_spans, corpus, questions, retrieved)
+    metrics["rate_ci95"] = rate_intervals(diagnoses)
+    metrics["bootstrap"] = bootstrap_spec()
+    if rebuild is not None:
+        metrics["rebuild"] = rebuild
+    images = chart_images(metrics, diagnoses, retrieved)
+    middle = report_middle(metrics, diagnoses, answers, corpus, spans=spans, questions=questions,
+                           retrieved=retrieved, comparison=comparison, answer_spans=answer_spans)
+    return metrics, middle, images
+
+
+def table_file_pieces(name: str, pieces: Iterable[pd.DataFrame], answers: dict[str, str],
+                      texts: dict[str, str]) -> Iterator[pd.DataFrame]:
+    """Table file `name` (TABLE_FILES) from the run's table in pieces: each piece checked
+    (broken_spans: a bug upstream, never data — the write stops, the previous results
+    stay) and given its UTF-8 byte offsets, as results_pieces does with the whole table.
+    `answers`/`texts`: the answers' texts by question_id, the documents' by doc_id."""
+    for piece in pieces:
+        if name == "claims.parquet":
+            yield piece
+            continue
+        if name == "answer_spans.parquet":
+            bad = (broken_spans(piece.dropna(subset=["char_start"]).rename(columns={"evidence_text": "span_text"}),
+                                texts) + broken_answer_spans(piece, answers))
+        else:
+            bad = broken_spans(piece if name == "spans.parquet" else piece.dropna(subset=["char_start"]), texts)
+        if bad:
+            raise AssertionError(f"span invariant broken for claims {bad[:5]}")
+        yield (answer_spans_file(piece, answers, texts) if name == "answer_spans.parquet"
+               else with_byte_offsets(piece, texts))
+
+
+# The columns a table file adds to the run's table (read back without them).
+BYTE_COLUMNS = ("byte_start", "byte_end", "answer_byte_start", "answer_byte_end")
+
+
+def read_back(path: Path, keep: Callable[[pd.DataFrame], pd.Series] | None = None) -> pd.DataFrame:
+    """A table file as the run's table (without BYTE_COLUMNS), a row group at a time: only
+    the rows `keep` selects are kept (None: every row)."""
+    import pyarrow.parquet as pq
+
+    parquet = pq.ParquetFile(path)
+    columns = [c for c in parquet.schema_arrow.names if c not in BYTE_COLUMNS]
+    if keep is None:
+        return parquet.read(columns=columns).to_pandas()
+    groups = [t[keep(t)] for t in (parquet.read_row_group(i, columns=columns).to_pandas()
+                                   for i in range(parquet.num_row_groups))]
+    if not groups:
+        return parquet.schema_arrow.empty_table().select(columns).to_pandas()
+    return pd.concat(groups, ignore_index=True) if len(groups) > 1 else groups[0].reset_index(drop=True)
 
 
 def write_with_pieces(out_dir: Path, metrics: dict, middle: str, comparison: dict | None,
@@ -318,25 +388,45 @@ def _manifest(ws: Workspace, settings: Settings, spec: JudgeSpec, out_dir: Path)
 
 # Not cached: its outputs are DVC outs, which DVC deletes before a stage runs.
 @task(name="report", cache_policy=NO_CACHE)
-def report(out_dir: Path, ws: Workspace, settings: Settings, spec: JudgeSpec, run: ShardResult,
+def report(out_dir: Path, ws: Workspace, settings: Settings, spec: JudgeSpec, run: RunParts, staging: Path,
            compare_to: str | None = None, answers_reused: int = 0, keep_as: Callable[[], str] | None = None,
            previous: str | None = None) -> dict:
-    """Write results/<run>/ (see write_results) from the run's tables (a
-    tasks.shards.ShardResult: stored answers + shards, in answer order).
-    `compare_to`: a `ragspan compare --format json` file whose deltas the report shows;
-    `answers_reused`: answers served from the answer store (tasks/io/answer_store.py);
-    `keep_as`: gives the key under which to keep the results' pieces for an unchanged
-    re-run (tasks/reporting/snapshot.py), when the run left no answer to retry;
-    `previous`: the results this run follows (default: those in `out_dir`, which it replaces)
-    — what an index rebuild changed is told against them."""
+    """Write results/<run>/ (see write_results) from the run's results where they lie
+    (RunParts: stored answers + spilled shards). The table files are written first, into
+    `staging`, a window of answers at a time (row groups in answer order: RunParts.chunks);
+    the report then reads back what it needs — the diagnoses and answer spans, and the
+    evidence spans of the claims the page draws — so no table of every answer is held
+    twice, nor every table at once. `compare_to`: a `ragspan compare --format json` file
+    whose deltas the report shows; `answers_reused`: answers served from the answer store
+    (tasks/io/answer_store.py); `keep_as`: gives the key under which to keep the results'
+    pieces for an unchanged re-run (tasks/reporting/snapshot.py), when the run left no
+    answer to retry; `previous`: the results this run follows (default: those in
+    `out_dir`, which it replaces) — what an index rebuild changed is told against them."""
     comparison = json.loads(Path(compare_to).read_text(encoding="utf-8")) if compare_to else None
     stats = judge_view(run.stats, run.states, answers_reused, settings, spec)
     manifest = _manifest(ws, settings, spec, out_dir)
-    rebuild = rebuild_changes(previous_results(Path(previous or out_dir)), manifest, run.diagnoses)
-    metrics, middle, tables = results_pieces(
-        ws.run, run.claims, run.spans, run.diagnoses, ws.answers, ws.retrieved, ws.corpus, ws.questions, stats,
-        manifest, comparison=comparison, answer_spans=run.answer_spans_table(), rebuild=rebuild)
-    write_with_pieces(Path(out_dir), metrics, middle, comparison, tables, run.diagnoses)
+    texts = dict(zip(ws.corpus["doc_id"].tolist(), ws.corpus["text"].tolist()))
+    answer_texts = dict(zip(ws.answers["question_id"].tolist(), ws.answers["answer"].tolist()))
+    staging.mkdir(parents=True, exist_ok=True)
+    for name in TABLE_FILES:  # one table at a time, one window of answers at a time
+        with room_for(staging / name, Path(out_dir)):
+            write_parquet_pieces(staging / name, table_file_pieces(name, run.chunks(name.removesuffix(".parquet")),
+                                                                   answer_texts, texts))
+    del texts, answer_texts
+    diagnoses = read_back(staging / "diagnoses.parquet")
+    answer_spans = read_back(staging / "answer_spans.parquet")
+    shown, _ = shown_questions(diagnoses, MAX_DRILLDOWN_QUESTIONS)  # as html.report_middle chooses them
+    drawn = set(diagnoses.loc[diagnoses["question_id"].isin(shown), "claim_id"])
+    spans = read_back(staging / "spans.parquet", keep=lambda t: t["claim_id"].isin(drawn))
+    rebuild = rebuild_changes(previous_results(Path(previous or out_dir)), manifest, diagnoses)
+    metrics, middle, images = report_pieces(ws.run, spans, diagnoses, ws.answers, ws.retrieved, ws.corpus,
+                                            ws.questions, stats, manifest, comparison, answer_spans, rebuild)
+    del spans, answer_spans
+    tables = {
+        **{name: (lambda p, src=staging / name: shutil.move(src, p)) for name in TABLE_FILES},
+        **{name: (lambda p, data=data: p.write_bytes(data)) for name, data in images.items()},
+    }
+    write_with_pieces(Path(out_dir), metrics, middle, comparison, tables, diagnoses)
     if keep_as is not None and not run.retry:
         keep_snapshot(keep_as(), Path(out_dir), KEPT_FILES, metrics, middle)
     return metrics

@@ -82,6 +82,11 @@ def step_task(name: str) -> Callable[[F], F]:
         name=name,
         cache_policy=STEP_CACHE_POLICY,
         persist_result=True,
+        # Not also kept in memory: Prefect's result store holds the last 1000 results it
+        # persisted (an LRU of records), so every step table of ~90 shards stayed in the
+        # flow's memory — a run's memory grew with its answers (docs/decisions.md #54).
+        # A cache hit reads the result from disk, as it does in a new process.
+        cache_result_in_memory=False,
         result_serializer=CheckedPickle(),  # a changed result on disk is a miss, not a different table
         log_prints=False,
     )
