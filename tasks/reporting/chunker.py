@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 from ragspan.tasks.core.taxonomy import FAILURE_LABELS, JUDGED_LABELS
 from ragspan.tasks.reporting.groups import claim_groups, group_order
-from ragspan.tasks.reporting.stats import percentile_interval, question_weights
+from ragspan.tasks.reporting.stats import percentile_interval, resampled_sums
 
 
 def split_flags(diagnoses: pd.DataFrame) -> pd.Series:
@@ -47,7 +47,9 @@ def _interval(questions: pd.Series, split: np.ndarray, failed: np.ndarray) -> tu
     codes, uniques = pd.factorize(questions, sort=True)
     per_q = np.zeros((len(uniques), 2))
     np.add.at(per_q, codes, np.column_stack([split, failed]).astype(float))
-    totals = question_weights(len(uniques)) @ per_q
+    # block by block: the whole (resamples × questions) matrix was 480 MB at 30k questions,
+    # twice while concatenated; counts are integers, so the sums are the same bit for bit
+    totals = resampled_sums(per_q)
     with np.errstate(invalid="ignore", divide="ignore"):
         shares = np.where(totals[:, 1] > 0, totals[:, 0] / np.where(totals[:, 1] > 0, totals[:, 1], 1), np.nan)
     return percentile_interval(shares)
