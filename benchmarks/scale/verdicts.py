@@ -1,7 +1,7 @@
 """Every local-judge verdict row over a scale workspace, to check a judge change changes nothing.
 
     .venv/bin/python -m benchmarks.scale.verdicts WS [--answers 1000] [--dump rows.json] [--repeats 1]
-        [--check] [--compare rows-before.json]
+        [--check] [--compare rows-before.json] [--bulk]
 
 WS is a workspace from benchmarks/scale/generate.py (corpus.jsonl, chunks.jsonl,
 questions.csv, runs/scale.jsonl). The first --answers answers are split into claims as
@@ -12,7 +12,9 @@ with its (answer, claim, passage) key and what the pair competes with for the ma
 JSON: two dumps of the same workspace, before and after a change, must be byte-identical
 (`cmp`, or `--compare BEFORE`: the rows judged now against a dump written before). `--check` judges the rows again with the verifier's
 caches warm (what a worker does for its second batch) and compares them with the rows
-judged with cold caches: they must be identical. Exit status 1 when a comparison differs.
+judged with cold caches: they must be identical. `--bulk` judges them again through the
+local judge's own path — the pairs that need no model decided in bulk, never stored, the
+others through a fresh verdict cache — and compares the verdicts with every pair judged. Exit status 1 when a comparison differs.
 
 Prints the pairs judged and the CPU seconds (process time) the local judge's rows take
 over them (`local._judge_rows`: what each worker process runs), in this process with cold
@@ -61,6 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--check", action="store_true", help="rows judged with warm caches == with cold ones")
     ap.add_argument("--compare", type=Path, default=None, help="a --dump written before: the rows must equal it")
+    ap.add_argument("--bulk", action="store_true",
+                    help="the judge's own path (pairs that need no model decided in bulk, the others through "
+                         "a fresh verdict cache) == every pair judged by the model")
     a = ap.parse_args(argv)
     keys, items = judge_items(a.ws, a.answers)
     cpu = float("inf")
@@ -77,10 +82,28 @@ def main(argv: list[str] | None = None) -> int:
         report["cached_equals_fresh"] = dump_text(keys, _judge_rows(str(model_path()), items)) == dump
     if a.compare:
         report["equals_compared_dump"] = a.compare.read_text(encoding="utf-8") == dump
+    if a.bulk:
+        report.update(_bulk_equals(items, rows[0]))
     print(json.dumps(report))
     if a.dump:
         a.dump.write_text(dump, encoding="utf-8")
-    return 0 if report.get("cached_equals_fresh", True) and report.get("equals_compared_dump", True) else 1
+    return 0 if all(report.get(k, True) for k in ("cached_equals_fresh", "equals_compared_dump", "bulk_equals")) else 1
+
+
+def _bulk_equals(items: list[JudgeItem], rows: list[list[tuple]]) -> dict:
+    """The verdicts the local judge gives through its own path (verifier.fixed_rows, then the
+    rest through a verdict cache in a temporary file) against `rows`, every pair judged."""
+    import tempfile
+
+    from ragspan.tasks.judges.base import JudgeRuntime, JudgeSpec
+    from ragspan.tasks.judges.local import LocalJudge, _from_row
+
+    with tempfile.TemporaryDirectory() as tmp:
+        judge = LocalJudge(JudgeSpec(), JudgeRuntime(verdict_cache=str(Path(tmp) / "verdicts.sqlite")))
+        got = judge.judge_many(items)
+    want = [[_from_row(r) for r in claim_rows] for claim_rows in rows]
+    return {"bulk_equals": got == want, "pairs_decided": judge.stats.pairs_decided,
+            "pairs_judged_by_model": judge.stats.pairs_judged}
 
 
 def dump_text(keys: list[tuple[str, int, list[str]]], judged: tuple[list, list]) -> str:
