@@ -35,6 +35,16 @@ def _parts(root: Path) -> tuple[tuple[str, Path], ...]:
     return (("ragspan.tasks", root / "tasks"), ("ragspan.flows", root / "flows"))
 
 
+def _assert_each_edit_moves(root: Path, roots: tuple[str, ...], files: tuple[str, ...]) -> None:
+    """Editing each of `files` in turn gives `roots` a new hash every time."""
+    before = source_hash(roots, _parts(root))
+    for name in files:
+        _touch(root / name)
+        after = source_hash(roots, _parts(root))
+        assert after != before, name
+        before = after
+
+
 def test_code_version_hashes_the_code_the_shard_chain_imports(tmp_path):
     root = _copy_package(tmp_path)
     parts = _parts(root)
@@ -43,13 +53,10 @@ def test_code_version_hashes_the_code_the_shard_chain_imports(tmp_path):
                      "flows/cli/explain.py", "flows/evaluate.py"):
         _touch(root / harmless)
         assert source_hash(EVALUATION_ROOTS, parts) == before, harmless
-    for deciding in ("tasks/steps/diagnose.py", "tasks/judges/local.py", "tasks/core/text.py",
-                     "tasks/core/taxonomy.py", "tasks/judges/prompts/extract.md",
-                     "tasks/judges/verifier/local-5.json", "flows/shard.py", "flows/ledger.py"):
-        _touch(root / deciding)
-        after = source_hash(EVALUATION_ROOTS, parts)
-        assert after != before, deciding
-        before = after
+    _assert_each_edit_moves(root, EVALUATION_ROOTS, (
+        "tasks/steps/diagnose.py", "tasks/judges/local.py", "tasks/core/text.py", "tasks/core/taxonomy.py",
+        "tasks/judges/prompts/extract.md", "tasks/judges/verifier/local-5.json", "flows/shard.py",
+        "flows/ledger.py"))
 
 
 def test_a_module_enters_the_key_when_a_step_imports_it(tmp_path):
@@ -71,15 +78,9 @@ def test_a_module_enters_the_key_when_a_step_imports_it(tmp_path):
 
 
 def test_results_key_covers_the_flow_and_reporting(tmp_path):
-    root = _copy_package(tmp_path)
-    parts = _parts(root)
-    before = source_hash(RESULTS_ROOTS, parts)
-    for shaping in ("flows/evaluate.py", "tasks/reporting/html.py", "tasks/io/manifest.py",
-                    "tasks/io/answer_store.py", "flows/shard.py"):
-        _touch(root / shaping)
-        after = source_hash(RESULTS_ROOTS, parts)
-        assert after != before, shaping
-        before = after
+    _assert_each_edit_moves(_copy_package(tmp_path), RESULTS_ROOTS, (
+        "flows/evaluate.py", "tasks/reporting/html.py", "tasks/io/manifest.py", "tasks/io/answer_store.py",
+        "flows/shard.py"))
 
 
 def _evaluate(pkg_parent: Path, state: Path, out: Path) -> str:
