@@ -89,7 +89,7 @@ def evaluate(data_dir: str, run: str, out_dir: str, params_path: str | None = No
             from ragspan.tasks.io.answer_store import remember_answers, reuse_answers
             from ragspan.tasks.io.shard_spill import spilling
 
-            corpus = timed(corpus_identity, ws.chunks, ws.corpus, index_dir)  # what of it each answer's key holds
+            corpus = timed(corpus_identity, ws.chunks, ws.corpus, index_dir, ws.document_hashes)  # what of it each answer's key holds
             known = timed(reuse_answers, ws.answers, passages_for(ws), str(answers), context,
                           settings.pipeline.reuse_answers, corpus)  # the passages only for the answers' keys
             progress.current().reused(known.reused, -(-len(known.fresh) // settings.pipeline.shard_size))

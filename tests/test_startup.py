@@ -66,7 +66,7 @@ def test_the_index_name_is_computed_once_per_validated_inputs_entry(data: Path, 
     def not_again(*_: object) -> str:
         raise AssertionError("hashed every chunk again")
 
-    monkeypatch.setattr(corpus_search, "chunk_table_hash", not_again)
+    monkeypatch.setattr(corpus_search, "snapshot_digest", not_again)
     assert corpus_search.index_name(ws) == expected
     with pytest.raises(AssertionError):  # other inputs (or none known): hashed now
         corpus_search.index_name(dataclasses.replace(ws, inputs_key="another-inputs-key"))

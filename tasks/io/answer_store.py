@@ -52,6 +52,7 @@ import pandas as pd
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 from ragspan.tasks.core import schemas
+from ragspan.tasks.core.corpus_identity import corpus_document_hashes
 from ragspan.tasks.core.shards import ShardResult
 from ragspan.tasks.io.outputs import write_parquet_pieces
 from ragspan.tasks.io.shard_spill import SpilledShard
@@ -98,22 +99,13 @@ class CorpusIdentity:
 NO_CORPUS = CorpusIdentity("", pd.Series([], dtype=np.uint64))  # callers that give none: one fixed corpus
 
 
-def corpus_identity(chunks: pd.DataFrame, corpus: pd.DataFrame, index_dir: str) -> CorpusIdentity:
-    """Per-document hashes, vectorised (~1 s at 100k chunks, 52 MB of text), and the corpus digest: the
-    index's name (the chunk table with its texts) plus every document's hash (which also
-    covers the text between chunks that windows join across)."""
-    rows = chunks[["doc_id", "chunk_id", "char_start", "char_end"]]
-    row_hashes = pd.util.hash_pandas_object(rows, index=False).to_numpy()
-    codes, docs = pd.factorize(rows["doc_id"])
-    # A sum wraps modulo 2**64: one value per document, whatever order its chunks come in
-    # (the chunk windows order them by place; their ids and places are in each row's hash).
-    chunk_sums = np.zeros(len(docs), dtype=np.uint64)
-    np.add.at(chunk_sums, codes, row_hashes)
-    per_doc = pd.DataFrame({"text": corpus["text"].to_numpy(dtype=object),
-                            "chunks": pd.Series(chunk_sums, index=docs).reindex(corpus["doc_id"], fill_value=0)
-                            .to_numpy(dtype=np.uint64)})
-    documents = pd.Series(pd.util.hash_pandas_object(per_doc, index=False).to_numpy(),
-                          index=corpus["doc_id"].to_numpy(dtype=object)).sort_index()
+def corpus_identity(chunks: pd.DataFrame, corpus: pd.DataFrame, index_dir: str,
+                    documents: pd.Series | None = None) -> CorpusIdentity:
+    """Per-document hashes (tasks/core/corpus_identity.py: vectorised; `documents` when the
+    caller keeps them: Workspace.document_hashes) and the corpus digest: the index's name
+    (the chunk table with its texts) plus every document's hash (which also covers the text
+    between chunks that windows join across)."""
+    documents = corpus_document_hashes(chunks, corpus) if documents is None else documents
     digest = hashlib.sha256(Path(index_dir).name.encode())
     digest.update("\x00".join(documents.index).encode("utf-8", "surrogatepass"))
     digest.update(documents.to_numpy(dtype=np.uint64).tobytes())

@@ -17,7 +17,6 @@ opened (a damaged index is moved aside and built again); no room is DiskFull.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from functools import lru_cache
@@ -32,6 +31,7 @@ from prefect.cache_policies import NO_CACHE
 from pyarrow import feather
 from ragspan.tasks.core import schemas
 from ragspan.tasks.core.chunk_split import gaps_between
+from ragspan.tasks.core.corpus_identity import corpus_document_hashes, snapshot_digest
 from ragspan.tasks.core.text import content_norms
 from ragspan.tasks.io import heal
 from ragspan.tasks.io.inputs_cache import kept_with_inputs
@@ -49,21 +49,11 @@ def index_terms(text: str) -> list[str]:
 
 
 def chunk_table_hash(chunks: pd.DataFrame, corpus: pd.DataFrame) -> str:
-    """Content hash of the chunk table with its documents' texts: the index's identity.
-    Whole texts, not only the chunks' own: the index also keeps the text between a chunk
-    and its neighbours (`with_gaps`), which an edit between chunks changes alone."""
-    h = hashlib.sha256(INDEX_FORMAT.encode())
-    # Columns as Python lists first: iterating pandas 3's Arrow strings one by one cost
-    # ~1 s of every run at 100k chunks; the values (and so the hash) are the same.
-    texts = dict(zip(corpus["doc_id"].tolist(), corpus["text"].tolist()))
-    columns = (chunks[c].tolist() for c in ("chunk_id", "doc_id", "char_start", "char_end"))
-    for cid, did, s, e in zip(*columns):
-        h.update(f"{cid}\x00{did}\x00{s}\x00{e}\x00".encode())
-    for did in dict.fromkeys(chunks["doc_id"].tolist()):  # each chunked document once, in order
-        text = texts[did]
-        h.update(f"{did}\x00{len(text)}\x00".encode("utf-8", "surrogatepass"))
-        h.update(text.encode("utf-8", "surrogatepass"))
-    return h.hexdigest()[:24]
+    """The index's identity: every chunk row in order and every document's hash (its text
+    and chunk rows, tasks/core/corpus_identity.py). Whole texts, not only the chunks' own:
+    the index also keeps the text between a chunk and its neighbours (`with_gaps`), which
+    an edit between chunks changes alone."""
+    return snapshot_digest(INDEX_FORMAT, chunks, corpus_document_hashes(chunks, corpus))
 
 
 STORE = "corpus index"  # as the warning names it
@@ -99,6 +89,9 @@ class ChunkSource(Protocol):
     @property
     def inputs_key(self) -> str: ...
 
+    @property
+    def document_hashes(self) -> pd.Series: ...
+
 
 def index_name(source: ChunkSource) -> str:
     """The index's directory name: chunk_table_hash. Hashing every chunk's text costs ~0.5 s
@@ -107,7 +100,7 @@ def index_name(source: ChunkSource) -> str:
     arguments and code), so the hash is computed once per inputs entry and kept beside it
     (tasks/io/inputs_cache.py), keyed by INDEX_FORMAT too. No key (""): computed now."""
     return kept_with_inputs(source.inputs_key, "index", INDEX_FORMAT,
-                            lambda: chunk_table_hash(source.chunks, source.corpus))
+                            lambda: snapshot_digest(INDEX_FORMAT, source.chunks, source.document_hashes))
 
 
 def build_index_dir(chunks: pd.DataFrame, corpus: pd.DataFrame, root: Path) -> Path:
@@ -122,6 +115,10 @@ class _Tables:
     chunks: pd.DataFrame
     corpus: pd.DataFrame
     inputs_key: str = ""
+
+    @property
+    def document_hashes(self) -> pd.Series:
+        return corpus_document_hashes(self.chunks, self.corpus)
 
 
 def index_dir_for(source: ChunkSource, root: Path) -> Path:

@@ -14,9 +14,10 @@ import pandas as pd
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 from ragspan.tasks.config import Settings, loader_version, state_dir
+from ragspan.tasks.core.corpus_identity import IDENTITY_VERSION, corpus_document_hashes
 from ragspan.tasks.errors import InputError
 from ragspan.tasks.io.digests import file_md5s
-from ragspan.tasks.io.inputs_cache import cached_entry, keep_entry
+from ragspan.tasks.io.inputs_cache import cached_entry, keep_entry, kept_with_inputs
 from ragspan.tasks.io.load.chunks import _load_chunks
 from ragspan.tasks.io.load.corpus import load_corpus
 from ragspan.tasks.io.load.files import TABLE_SUFFIXES
@@ -92,6 +93,13 @@ class Workspace:
     @property
     def retrieved(self) -> pd.DataFrame:
         return self._input_tables().retrieved
+
+    @property
+    def document_hashes(self) -> pd.Series:
+        """doc_id → the document's hash (its text and chunk rows: tasks/core/corpus_identity.py),
+        computed once per validated-inputs entry and kept beside it."""
+        return kept_with_inputs(self.inputs_key, "dochash", IDENTITY_VERSION,
+                                lambda: corpus_document_hashes(self.chunks, self.corpus))
 
 
 # --------------------------------------------------------------------------- workspace
