@@ -11,6 +11,11 @@ with `--task-runner dask`) while every step inside stays separately cached. At m
 goes to disk as it ends, and the store segment and the results' table files are written
 from those files a window of answers at a time (Parquet row groups): the flow's memory is
 set by the shards in flight, not by the number of answers (docs/decisions.md #54).
+An answer that searched the corpus is evaluated again after any corpus change, but from
+corpus-wide search on when its passages' documents did not change: its claims and
+retrieved-passage verdicts come from the answer store (tasks/io/pre_search.py), handed to
+its shard as the shard is made (docs/decisions.md #58); run.json counts them
+(`answers_resumed`).
 
 Settings arrive as arguments and go on as arguments: the flow takes the `Settings` its
 caller already parsed (`prepare_run`, flows/evaluation.py; a params path only from callers
@@ -94,7 +99,8 @@ def evaluate(data_dir: str, run: str, out_dir: str, params_path: str | None = No
                           settings.pipeline.reuse_answers, corpus)  # the passages only for the answers' keys
             progress.current().reused(known.reused, -(-len(known.fresh) // settings.pipeline.shard_size))
             runtime = judge_runtime(settings.pipeline, state_dir(), judge_processes(settings.pipeline))
-            shards = iter_shards(known.fresh, ws, settings.pipeline.shard_size)  # each with its own passages
+            # each with its own passages, and its answers' stored pre-search state (start at the search)
+            shards = iter_shards(known.fresh, ws, settings.pipeline.shard_size, known.prior_of)
             with spilling(state_dir() / "spill") as spill_dir:  # shard results on disk, not in memory
                 done = spilled_results(
                     lambda s: evaluate_shard.submit(s, spec, index_dir, top_k, thr, band, code, runtime),

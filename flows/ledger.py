@@ -51,14 +51,18 @@ def timed(step: Any, *args: Any) -> Any:
 
 
 class StepLedger:
-    def __init__(self) -> None:
+    def __init__(self, shard_answers: int | None = None) -> None:
+        """`shard_answers`: the shard's answers, for the progress reporter (default: those
+        FIRST_STEP is given — fewer when some start at corpus search, Shard.prior)."""
         self.states: dict[str, Counter[str]] = defaultdict(Counter)
         self.stats = JudgeStats()
+        self.shard_answers = shard_answers
 
     def run(self, step: Any, *args: Any) -> Any:
         report = progress.current()
         first = step.name == FIRST_STEP and args and hasattr(args[0], "__len__")
-        report.step_started(step.name, len(args[0]) if first else None)
+        count = (self.shard_answers if self.shard_answers is not None else len(args[0])) if first else None
+        report.step_started(step.name, count)
         start, t0 = time.time(), time.perf_counter()
         state = step(*args, return_state=True)
         if state.name == "Cached" and _had_judge_errors(state.result()):
@@ -85,11 +89,13 @@ class StepLedger:
         return {name: dict(counts) for name, counts in self.states.items()}
 
     def result(self, claims: Any, judged: Any, searched: Any, diagnosed: Any,
-               searching: frozenset[str] = frozenset()) -> ShardResult:
+               searching: frozenset[str] = frozenset(), pre_search: Any = None, resumed: int = 0) -> ShardResult:
         """What the shard hands on: its output tables, stats, task states, answers to retry.
         `diagnosed`: the last step's (diagnoses, answer spans[, judgements of its own: the
         window judgements that decided a chunk split, tasks/steps/boundary.py]).
-        `searching`: the answers with a claim that went to corpus-wide search."""
+        `searching`: the answers with a claim that went to corpus-wide search;
+        `pre_search`: the retrieved-passage verdicts to store as their pre-search state;
+        `resumed`: the answers whose chain started at corpus search."""
         # Imported here, in a shard: `timed` serves the flow's own steps, and an unchanged
         # re-run (no shard) need not import pandas' tables or the text code (nltk).
         import pandas as pd
@@ -99,7 +105,7 @@ class StepLedger:
         diagnoses, answer_spans, *more = diagnosed
         both = pd.concat([judged, searched, *more], ignore_index=True)
         return ShardResult(claims, spans_from_judgements(both), diagnoses, self.stats, self.summary(),
-                           answers_to_retry(claims, both), answer_spans, searching)
+                           answers_to_retry(claims, both), answer_spans, searching, pre_search, resumed)
 
 
 def _failure(name: str, state: Any) -> Exception:

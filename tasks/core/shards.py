@@ -2,15 +2,19 @@
 
 Each shard is self-contained (its answers, the retrieved chunks' texts, the reference
 answers), so a task's cache key covers precisely what it judges: changing one answer
-re-judges one shard, not the run.
+re-judges one shard, not the run. A shard may also carry the pre-search state (PreSearch:
+claims + verdicts on the retrieved passages) of some of its answers, stored by an earlier
+run (tasks/io/pre_search.py): their chain starts at corpus-wide search, only the others go
+through decompose and extract on retrieved passages (docs/decisions.md #58).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pandas as pd
 from ragspan.tasks.core import schemas
 from ragspan.tasks.judges.base import RETRYABLE_FAILURES, JudgeStats
@@ -19,11 +23,70 @@ if TYPE_CHECKING:
     from ragspan.tasks.io.load import Workspace
 
 
+@dataclass(frozen=True, eq=False)  # eq=False: it holds DataFrames
+class PreSearch:
+    """Answers' state before corpus-wide search: their claims (decompose) and the verdicts
+    on their retrieved passages and reference answers (extract → validate offsets). It
+    depends on the answer, its passages and the context alone, not on the rest of the corpus."""
+
+    claims: pd.DataFrame  # schemas.Claims
+    judged: pd.DataFrame  # schemas.Judgements
+
+    @property
+    def question_ids(self) -> frozenset[str]:
+        return frozenset(self.claims["question_id"])
+
+
 @dataclass(frozen=True)
 class Shard:
     index: int
     answers: pd.DataFrame  # schemas.Answers
     passages: pd.DataFrame  # schemas.Passages: retrieved chunks + reference answers
+    prior: PreSearch | None = None  # stored pre-search state of some of its answers
+
+    def to_decompose(self) -> Shard:
+        """The shard of the answers without a stored pre-search state (itself when none has
+        one: a cold run's shards and their step cache keys are as they were)."""
+        if self.prior is None:
+            return self
+        keep = self.prior.question_ids
+        answers = self.answers[~self.answers["question_id"].isin(keep)].reset_index(drop=True)
+        passages = self.passages[~self.passages["question_id"].isin(keep)].reset_index(drop=True)
+        return Shard(self.index, answers, passages)
+
+    def with_prior(self, claims: pd.DataFrame, judged: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """The shard's claims and retrieved-passage verdicts: those just made for
+        `to_decompose()`'s answers with the stored ones, grouped by answer in shard order
+        (the order inside an answer kept) — as decompose and extract give them for the whole shard."""
+        if self.prior is None:
+            return claims, judged
+        position = dict(zip(self.answers["question_id"], range(len(self.answers))))
+        all_claims = _joined(self.prior.claims, claims)
+        question_of = dict(zip(all_claims["claim_id"], all_claims["question_id"]))
+        all_judged = _joined(self.prior.judged, judged)
+        return (_by_answer(all_claims, all_claims["question_id"].map(position)),
+                _by_answer(all_judged, all_judged["claim_id"].map(question_of).map(position)))
+
+    def pre_search_to_store(self, claims: pd.DataFrame, judged: pd.DataFrame,
+                            searching: frozenset[str]) -> pd.DataFrame:
+        """The retrieved-passage verdicts worth storing: those of the answers that searched
+        the corpus (their results are keyed by it) and whose pre-search state is not stored yet."""
+        stored = self.prior.question_ids if self.prior is not None else frozenset()
+        wanted = set(claims.loc[claims["question_id"].isin(searching - stored), "claim_id"])
+        return judged[judged["claim_id"].isin(wanted)].reset_index(drop=True)
+
+
+def _joined(stored: pd.DataFrame, made: pd.DataFrame) -> pd.DataFrame:
+    """Both tables' rows; an empty one left out, so its dtypes (a step's empty table may
+    have others) do not change the other's."""
+    if not len(made) or not len(stored):
+        return made if len(made) else stored
+    return pd.concat([stored, made], ignore_index=True)
+
+
+def _by_answer(table: pd.DataFrame, positions: pd.Series) -> pd.DataFrame:
+    """`table`'s rows grouped by their answer's position, the order inside an answer kept."""
+    return table.iloc[np.argsort(positions.to_numpy(), kind="stable")].reset_index(drop=True)
 
 
 @dataclass(frozen=True)
@@ -48,6 +111,10 @@ class ShardResult:
     # Answers (question ids) with a claim that went to corpus-wide search: their results
     # follow the whole corpus (BM25's statistics), so the answer store keys them by it.
     searched: frozenset[str] = frozenset()
+    # schemas.Judgements: the retrieved-passage verdicts of the answers that searched and
+    # were decomposed here (Shard.pre_search_to_store), kept as their pre-search state.
+    judged: pd.DataFrame | None = None
+    resumed: int = 0  # answers whose chain started at corpus-wide search (Shard.prior)
 
     def answer_spans_table(self) -> pd.DataFrame:
         """The answer spans, an empty AnswerSpans table when there are none."""
@@ -95,14 +162,19 @@ def passages_for(ws: Workspace, question_ids: Collection[str] | None = None) -> 
     return schemas.Passages.validate(rows.reset_index(drop=True))
 
 
-def iter_shards(answers: pd.DataFrame, ws: Workspace, shard_size: int) -> Iterator[Shard]:
+def iter_shards(answers: pd.DataFrame, ws: Workspace, shard_size: int,
+                prior_of: Callable[[list[str]], PreSearch | None] | None = None) -> Iterator[Shard]:
     """Answers in input order, cut every `shard_size`; each shard's passages built for its
-    answers (passages_for) as the shard is made. One shard at a time: a flow that submits
-    them as workers free up holds a bounded number of shards' passages, never a table of
-    every answer's passages (memory set by the shards in flight, not by the run's size)."""
+    answers (passages_for) as the shard is made, and the stored pre-search state of those
+    that have one (`prior_of`: question ids → PreSearch, or None). One shard at a time: a
+    flow that submits them as workers free up holds a bounded number of shards' passages
+    and prior states, never a table of every answer's (memory set by the shards in
+    flight, not by the run's size)."""
     for i, start in enumerate(range(0, len(answers), shard_size)):
         part = answers.iloc[start : start + shard_size].reset_index(drop=True)
-        yield Shard(index=i, answers=part, passages=passages_for(ws, part["question_id"].tolist()))
+        ids = part["question_id"].tolist()
+        yield Shard(index=i, answers=part, passages=passages_for(ws, ids),
+                    prior=prior_of(ids) if prior_of is not None else None)
 
 
 def shards_of(answers: pd.DataFrame, ws: Workspace, shard_size: int) -> list[Shard]:

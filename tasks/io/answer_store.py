@@ -13,7 +13,10 @@ key in the store gets its rows from there; only the others go through the shards
 cached Prefect steps. A re-run with 5 % of the answers changed evaluates those 5 %, wherever
 they are in the file (Prefect's step cache alone re-runs every shard that holds one changed
 answer); one after 5 % of the documents changed evaluates the answers that cite them and
-those that searched the corpus (docs/decisions.md #52).
+those that searched the corpus (docs/decisions.md #52) — the latter from corpus-wide search
+on: their claims and retrieved-passage verdicts (pre-search state) are stored under their
+key by documents (tasks/io/pre_search.py, docs/decisions.md #58), `Reuse.resume` says whose
+are found, and each shard is handed them as it is made (`Reuse.prior_of`).
 
 Store: `<state>/answers/<context>/seg-*/{claims,spans,diagnoses}.parquet`, each row
 tagged with its answer's key — the store layer's directory store `answer_store`
@@ -43,7 +46,7 @@ import os
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
@@ -53,7 +56,8 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from ragspan.tasks.core import schemas
 from ragspan.tasks.core.corpus_identity import corpus_document_hashes
-from ragspan.tasks.core.shards import ShardResult
+from ragspan.tasks.core.shards import PreSearch, ShardResult
+from ragspan.tasks.io import pre_search
 from ragspan.tasks.io.outputs import write_parquet_pieces
 from ragspan.tasks.io.shard_spill import SpilledShard
 from ragspan.tasks.io.store import REGISTRY, DirStore, dir_store, discard, touch
@@ -76,6 +80,13 @@ class Reuse:
     keys: dict[str, AnswerKey]  # question_id → its keys, for every answer of the run
     store: str  # this context's store directory ("" = reuse off)
     reused: int = 0  # answers served from the store
+    # fresh answers whose pre-search state is stored: question_id → its piece file
+    resume: dict[str, str] = field(default_factory=dict)
+
+    def prior_of(self, question_ids: Sequence[str]) -> PreSearch | None:
+        """The stored pre-search state of those of `question_ids` that have one (a shard's)."""
+        files = {self.keys[q].documents: self.resume[q] for q in question_ids if q in self.resume}
+        return pre_search.read_pre_search(files) if files else None
 
 
 def context_key(spec: JudgeSpec, code: str, decision: tuple[float, float], top_k: int) -> str:
@@ -236,7 +247,15 @@ def split_known(answers: pd.DataFrame, passages: pd.DataFrame, root: Path, conte
     touch(store)  # recently used: kept by the pruning in remember()
     known = ShardResult(tables["claims"], tables["spans"], tables["diagnoses"], JudgeStats(), {},
                         answer_spans=tables["answer_spans"])
-    return Reuse(fresh, known, keys, str(store), reused=len(answers) - len(fresh))
+    return Reuse(fresh, known, keys, str(store), reused=len(answers) - len(fresh),
+                 resume=_resumable(fresh, keys, store))
+
+
+def _resumable(fresh: pd.DataFrame, keys: dict[str, AnswerKey], store: Path) -> dict[str, str]:
+    """Fresh answers whose pre-search state a segment holds under their key by documents
+    (their passages and documents unchanged): question_id → the piece file."""
+    where = pre_search.located(_segments(store))
+    return {q: where[keys[q].documents] for q in fresh["question_id"] if keys[q].documents in where}
 
 
 def in_answer_order(table: pd.DataFrame, question_ids: pd.Series, answers: pd.DataFrame) -> pd.DataFrame:
@@ -251,6 +270,8 @@ def _table_of(part: ShardResult | SpilledShard, name: str) -> pd.DataFrame:
     """One output table of a shard's result, in memory or read back from disk."""
     if isinstance(part, SpilledShard):
         return part.table(name)
+    if name == "judged" and part.judged is None:  # a shard result made without one
+        return pd.DataFrame({"claim_id": pd.Series([], dtype=object)})
     return part.answer_spans_table() if name == "answer_spans" else getattr(part, name)
 
 
@@ -324,6 +345,11 @@ class RunParts:
         """The answers with a claim that went to corpus-wide search (their key: the corpus)."""
         return frozenset().union(*(p.searched for p in self.results))
 
+    @property
+    def resumed(self) -> int:
+        """Answers whose chain started at corpus-wide search, from their stored pre-search state."""
+        return sum(p.resumed for p in self.results)
+
     def _windows(self, position: dict[str, int]) -> list[tuple[int, list[int]]]:
         """The shards grouped into windows of answers: (the window's last answer position,
         the shards in it), windows in answer order. A shard's answers are consecutive in
@@ -371,9 +397,12 @@ class RunParts:
             yield known.iloc[order[done:]].reset_index(drop=True)
 
 
-def _tagged(table: pd.DataFrame, name: str, keys: dict[str, str], question_of: dict[str, str]) -> pd.DataFrame:
-    """`table`'s rows of the answers in `keys`, each tagged with its answer key."""
-    tagged = table.assign(**{KEY: _question_ids(table, name, question_of).map(keys)})
+def _tagged(table: pd.DataFrame, name: str, keys: dict[str, str], question_of: dict[str, str],
+            column: str | None = None) -> pd.DataFrame:
+    """`table`'s rows of the answers in `keys`, each tagged with its answer key (`column`:
+    the column `keys` are looked up by, instead of the rows' question)."""
+    ids = table[column] if column else _question_ids(table, name, question_of)
+    tagged = table.assign(**{KEY: ids.map(keys)})
     return tagged[tagged[KEY].notna()]
 
 
@@ -388,6 +417,8 @@ def remember(reuse: Reuse, run: ShardResult | RunParts) -> None:
     fresh = set(reuse.fresh["question_id"]) - run.retry  # the stored ones are there already
     # under the key its results depend on: its documents, or the corpus it searched
     keep = {q: k.corpus if q in run.searched else k.documents for q, k in reuse.keys.items() if q in fresh}
+    # the pre-search state of those that searched, under their key by documents (not again when resumed)
+    before_search = {q: reuse.keys[q].documents for q in fresh & run.searched if q not in reuse.resume}
     parts = list(run.results) if isinstance(run, RunParts) else [run]
 
     def tables(name: str) -> Iterator[pd.DataFrame]:
@@ -396,7 +427,15 @@ def remember(reuse: Reuse, run: ShardResult | RunParts) -> None:
             question_of = dict(zip(claims["claim_id"], claims["question_id"])) if name == "spans" else {}
             yield _tagged(_step_table_of(part, name), name, keep, question_of)
 
-    _write_segment(store, {name: tables(name) for name in _TABLES})
+    def pre_search_pieces() -> Iterator[PreSearch]:
+        for part in parts:
+            claims = _tagged(_table_of(part, "claims"), "claims", before_search, {})
+            judged = _table_of(part, "judged")
+            key_of = dict(zip(claims["claim_id"], claims[KEY]))
+            yield PreSearch(claims, _tagged(judged, "judged", key_of, {}, column="claim_id"))
+
+    _write_segment(store, {name: tables(name) for name in _TABLES},
+                   lambda d: pre_search.write_pieces(d, pre_search_pieces()))
     contexts = dir_store("answer_store", store.parent)
     with open(store.parent / ".lock", "a") as lock:  # one compactor at a time
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
@@ -404,21 +443,25 @@ def remember(reuse: Reuse, run: ShardResult | RunParts) -> None:
         if len(segments) > MAX_SEGMENTS:  # fold them into one, newest rows winning
             whole = _read_store(store)
             if whole is not None:
-                _write_segment(store, {name: iter([t]) for name, t in whole.items()})
+                _write_segment(store, {name: iter([t]) for name, t in whole.items()},
+                               lambda d: pre_search.carry_over(segments, d))
                 for seg in segments:
                     discard(seg)
         contexts.keep_newest()  # the MAX_CONTEXTS most recently used contexts
         contexts.remove_leftovers()  # contexts a kill left half-removed
 
 
-def _write_segment(store: Path, tables: dict[str, Iterator[pd.DataFrame]]) -> None:
+def _write_segment(store: Path, tables: dict[str, Iterator[pd.DataFrame]],
+                   fill_pre_search: Callable[[Path], None]) -> None:
     """A new segment of the store, appearing whole (written aside with its sums.json,
-    then renamed), each table from its pieces (a row group each). No room for it is
-    DiskFull: the store keeps its other segments."""
+    then renamed), each table from its pieces (a row group each), with its pre-search
+    directory (`fill_pre_search`). No room for it is DiskFull: the store keeps its other
+    segments."""
 
     def fill(tmp: Path) -> None:
         for name, pieces in tables.items():
             write_parquet_pieces(tmp / f"{name}.parquet", pieces)
+        fill_pre_search(tmp / pre_search.DIRECTORY)
 
     _segments_of(store).write_dir(f"seg-{time.time_ns():020d}-{os.getpid()}", fill)
 

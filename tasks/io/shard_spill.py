@@ -36,7 +36,7 @@ from ragspan.tasks.core.shards import ShardResult
 from ragspan.tasks.io.store import dir_store
 from ragspan.tasks.judges.base import JudgeStats
 
-TABLES = ("claims", "spans", "diagnoses", "answer_spans")
+TABLES = ("claims", "spans", "diagnoses", "answer_spans", "judged")  # judged: ShardResult.judged
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,7 @@ class SpilledShard:
     states: dict[str, dict[str, int]]
     retry: frozenset[str] = field(default_factory=frozenset)
     searched: frozenset[str] = field(default_factory=frozenset)  # ShardResult.searched
+    resumed: int = 0  # ShardResult.resumed
 
     def table(self, name: str) -> pd.DataFrame:
         """One of TABLES, read back (only that one: the others stay on disk)."""
@@ -72,7 +73,8 @@ def spilling(root: Path) -> Iterator[Path]:
 def spill(result: ShardResult, directory: Path, index: int) -> SpilledShard:
     """Write the shard's tables to `directory` (aside, then renamed) and return the handle."""
     tables = {"claims": result.claims, "spans": result.spans, "diagnoses": result.diagnoses,
-              "answer_spans": result.answer_spans_table()}
+              "answer_spans": result.answer_spans_table(),
+              "judged": result.judged if result.judged is not None else pd.DataFrame({"claim_id": []})}
 
 
     def fill(tmp: Path) -> None:
@@ -82,4 +84,4 @@ def spill(result: ShardResult, directory: Path, index: int) -> SpilledShard:
 
     shards = dir_store("spill", directory.parent).within(directory.name)
     path = shards.write_dir(f"shard-{index:05d}", fill)
-    return SpilledShard(str(path), result.stats, result.states, result.retry, result.searched)
+    return SpilledShard(str(path), result.stats, result.states, result.retry, result.searched, result.resumed)

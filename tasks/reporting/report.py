@@ -374,11 +374,13 @@ def write_with_pieces(out_dir: Path, metrics: dict, middle: str, comparison: dic
     })
 
 
-def judge_view(stats: JudgeStats, states: dict, answers_reused: int, settings: Settings, spec: JudgeSpec) -> dict:
-    """metrics["judge"]: the run's judge statistics, task states and answers reused."""
+def judge_view(stats: JudgeStats, states: dict, answers_reused: int, settings: Settings, spec: JudgeSpec,
+               answers_resumed: int = 0) -> dict:
+    """metrics["judge"]: the run's judge statistics, task states, answers reused whole and
+    answers resumed at corpus-wide search (their stored claims and retrieved-passage verdicts)."""
     return {**stats.model_dump(), "estimated_cost": estimated_cost(stats, settings.judge),
             "judge": spec.kind, "model": spec.model, "prompt_version": spec.prompt_version,
-            "task_states": states, "answers_reused": answers_reused}
+            "task_states": states, "answers_reused": answers_reused, "answers_resumed": answers_resumed}
 
 
 def _manifest(ws: Workspace, settings: Settings, spec: JudgeSpec, out_dir: Path) -> dict:
@@ -403,7 +405,7 @@ def report(out_dir: Path, ws: Workspace, settings: Settings, spec: JudgeSpec, ru
     answer to retry; `previous`: the results this run follows (default: those in
     `out_dir`, which it replaces) — what an index rebuild changed is told against them."""
     comparison = json.loads(Path(compare_to).read_text(encoding="utf-8")) if compare_to else None
-    stats = judge_view(run.stats, run.states, answers_reused, settings, spec)
+    stats = judge_view(run.stats, run.states, answers_reused, settings, spec, run.resumed)
     manifest = _manifest(ws, settings, spec, out_dir)
     texts = dict(zip(ws.corpus["doc_id"].tolist(), ws.corpus["text"].tolist()))
     answer_texts = dict(zip(ws.answers["question_id"].tolist(), ws.answers["answer"].tolist()))
