@@ -8,7 +8,10 @@ cold run of the same data in a fresh state dir, and the (claim, passage) pairs t
 judge was asked about are recorded (the verifier runs as usual; the test only listens):
 the incremental run must judge exactly the pairs the new corpus needs that no earlier run
 judged, and run.json's `pairs_judged` must count them. Answers none of whose inputs a change
-reaches are reused whole from the answer store, and the results are still the cold run's."""
+reaches are reused whole from the answer store; those that searched the corpus but whose
+passages' documents the change left alone start at corpus-wide search, their claims and
+retrieved-passage verdicts from the store (run.json's `answers_resumed` counts them,
+docs/decisions.md #58) — and the results are still the cold run's."""
 
 from __future__ import annotations
 
@@ -150,6 +153,17 @@ def rename_chunks(data: Path) -> None:
 
 
 CHANGES = (edit_documents, add_document, remove_document, rechunk_document, rename_chunks)
+# the documents each change edits, re-chunks or renames the chunks of (none an answer cites
+# for add_document and remove_document)
+TOUCHED = {edit_documents: {"release-notes/postgres-16.md", "faq/database.md"}, add_document: set(),
+           remove_document: set(), rechunk_document: {RECHUNKED}, rename_chunks: {RENAMED}}
+
+
+def answers_citing(data: Path, documents: set[str]) -> set[str]:
+    """Question ids of the answers with a retrieved passage from one of `documents`."""
+    doc_of = {c["chunk_id"]: c["doc_id"] for c in _read(data / "chunks.jsonl")}
+    return {a["question_id"] for a in _read(data / "runs" / "baseline.jsonl")
+            if any(doc_of.get(item.get("chunk_id")) in documents for item in a["retrieved"])}
 
 
 # ---------------------------------------------------------------- the test
@@ -195,6 +209,18 @@ def _assert_reused_whole(metrics: dict, change, answers: int) -> None:
         assert 0 < reused < answers, change.__name__
 
 
+def _assert_resumed_at_the_search(metrics: dict, change, data: Path, answers: int) -> None:
+    """The answers not reused whole whose passages' documents the change left alone — those
+    that searched the corpus — start at corpus-wide search (docs/decisions.md #58): their
+    claims and retrieved-passage verdicts come from the answer store, decompose and extract
+    on retrieved passages are not run for them (run.json counts them: `answers_resumed`)."""
+    judge = metrics["judge"]
+    touched = answers_citing(data, TOUCHED[change])
+    assert judge["answers_resumed"] == answers - judge["answers_reused"] - len(touched), change.__name__
+    if change is not remove_document:  # back on an earlier corpus every answer is reused whole
+        assert judge["answers_resumed"] > 0, change.__name__
+
+
 def test_a_rebuild_judges_only_new_pairs_and_gives_the_cold_results(tmp_path, state_dir, monkeypatch):
     data = tmp_path / "data"
     shutil.copytree(SAMPLE, data)
@@ -218,6 +244,9 @@ def test_a_rebuild_judges_only_new_pairs_and_gives_the_cold_results(tmp_path, st
             scratch = run_evaluate(data, tmp_path / f"cold-{step}", params)
         _assert_same_results(out, tmp_path / f"cold-{step}")
         _assert_reused_whole(incremental, change, len(_read(data / "runs" / "baseline.jsonl")))
+        _assert_resumed_at_the_search(incremental, change, data, len(_read(data / "runs" / "baseline.jsonl")))
+        assert json.loads((out / "run.json").read_text())["judge"]["answers_resumed"] == incremental["judge"]["answers_resumed"]
+        assert scratch["judge"]["answers_resumed"] == 0  # a cold run decomposes every answer
         _assert_rebuild_told(out, before, incremental, change)
         assert "rebuild" not in scratch  # a first run: nothing before it to tell against
         needed = set(cold.pairs) - set(seen.pairs)  # what the new corpus asks that no run asked

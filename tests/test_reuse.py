@@ -43,6 +43,16 @@ def _table(rows: list[dict], model: type) -> pd.DataFrame:
     return model.validate(pd.DataFrame(rows, columns=columns))
 
 
+def _judged(question_ids: list[str]) -> pd.DataFrame:
+    """Verdicts on each answer's two retrieved passages (as _passages cites them)."""
+    return schemas.table([{"claim_id": f"{q}:c0", "source": "retrieved", "chunk_id": f"c{q[1:]}-{r}",
+                           "doc_id": f"d{q[1:]}", "rank": r + 1, "in_context": r < 1, "score": 1.0 / (r + 1),
+                           "verdict": "supported" if r else "unsupported", "confidence": 0.9, "support": 0.5,
+                           "char_start": None, "char_end": None, "span_text": None, "match": None,
+                           "reason": None, "error": None, "decided_by": "local", "marks": None}
+                          for q in question_ids for r in range(2)], schemas.Judgements, written=False)
+
+
 def _result(question_ids: list[str], retry: frozenset[str] = frozenset(),
             searched: frozenset[str] = frozenset()) -> ShardResult:
     claims = schemas.table([{"run": "r", "question_id": q, "claim_id": f"{q}:c0", "claim_index": 0,
@@ -60,7 +70,7 @@ def _result(question_ids: list[str], retry: frozenset[str] = frozenset(),
                                 "support_probability": 0.9, "uncertain": False, "decided_by": "local"}
                         for q in question_ids], schemas.Diagnoses)
     return ShardResult(claims, spans, diagnoses, JudgeStats(calls=len(question_ids)), {}, retry,
-                       searched=searched & set(question_ids))
+                       searched=searched & set(question_ids), judged=_judged(question_ids))
 
 
 CTX = context_key(JudgeSpec(), "code-1", (0.6, 0.1), 5)
@@ -138,6 +148,26 @@ def test_an_answer_that_searched_the_corpus_is_reused_only_on_the_same_corpus(tm
     # q0's own document changed too: q0 is evaluated again, q1 still reused
     both = corpus_identity(*_corpus(3, "d0"), "/state/index/xyz2")
     assert list(split_known(answers, passages, tmp_path, CTX, True, both).fresh["question_id"]) == ["q0", "q2"]
+
+
+def test_an_answer_that_searched_resumes_at_the_search_while_its_documents_stay(tmp_path: Path):
+    """Its claims and retrieved-passage verdicts are stored under its key by documents
+    (docs/decisions.md #58): after a change elsewhere in the corpus it is fresh, but handed
+    them back; once its own document changed, it starts from decompose."""
+    answers, passages = _answers(3), _passages(3)
+    old = corpus_identity(*_corpus(3), "/state/index/abc")
+    first = split_known(answers, passages, tmp_path, CTX, True, old)
+    made = _result(["q0", "q1", "q2"], searched=frozenset({"q1", "q2"}))
+    remember(first, made)
+    elsewhere = split_known(answers, passages, tmp_path, CTX, True, corpus_identity(*_corpus(3, "d-other"), "/i/x"))
+    assert list(elsewhere.fresh["question_id"]) == ["q1", "q2"] and set(elsewhere.resume) == {"q1", "q2"}
+    prior = elsewhere.prior_of(["q0", "q2"])
+    assert prior is not None and prior.question_ids == {"q2"}
+    pd.testing.assert_frame_equal(prior.claims, made.claims.iloc[[2]].reset_index(drop=True))
+    pd.testing.assert_frame_equal(prior.judged, made.judged.iloc[[4, 5]].reset_index(drop=True))
+    own = split_known(answers, passages, tmp_path, CTX, True, corpus_identity(*_corpus(3, "d2"), "/i/y"))
+    assert list(own.fresh["question_id"]) == ["q1", "q2"] and set(own.resume) == {"q1"}
+    assert own.prior_of(["q2"]) is None
 
 
 def test_round_trip_serves_stored_answers_and_evaluates_the_rest(tmp_path: Path):
@@ -227,6 +257,21 @@ def test_each_run_appends_a_segment_and_many_are_folded_into_one(tmp_path: Path)
     assert final.reused == n and final.fresh.empty
     assert list(final.known.diagnoses["question_id"]) == [f"q{i}" for i in range(n)]
     assert len(final.known.spans) == n  # no answer's rows twice after folding
+
+
+def test_folding_the_segments_keeps_every_pre_search_state(tmp_path: Path):
+    n = MAX_SEGMENTS + 3
+    answers, passages = _answers(n), _passages(n)
+    corpus = corpus_identity(*_corpus(n), "/state/index/abc")
+    for i in range(n):  # one new answer per run, each searched the corpus
+        mine = answers.iloc[: i + 1].reset_index(drop=True)
+        r = split_known(mine, passages, tmp_path, CTX, True, corpus)
+        remember(r, _result([f"q{i}"], searched=frozenset({f"q{i}"})))
+    assert len(list((tmp_path / CTX).glob("seg-*"))) < n  # folded
+    after = split_known(answers, passages, tmp_path, CTX, True, corpus_identity(*_corpus(n, "d-other"), "/i/x"))
+    assert after.reused == 0 and set(after.resume) == set(answers["question_id"])
+    prior = after.prior_of(answers["question_id"].tolist())
+    assert prior is not None and len(prior.claims) == n and len(prior.judged) == 2 * n
 
 
 def test_the_newest_segment_wins_for_an_answer_stored_twice(tmp_path: Path):
