@@ -12,7 +12,8 @@ with its own RAGSPAN_HOME (the state dir). Its measurement (`evaluate`):
 - peak_rss_mb / peak_rss_largest_mb: peak RSS of its process tree and of its largest
   process (psutil, sampled every 50 ms); load1: the load average when it ended;
 - what the results directory counts: claims, labels, judge_calls, task_states and run.json's
-  reuse counters (answers_reused, pairs_judged, verdicts_reused, marks_rejudged, pairs_decided);
+  reuse counters (answers_reused, answers_resumed, pairs_judged, verdicts_reused, marks_rejudged,
+  pairs_decided);
 - steps_s: the wall seconds of each flow step (RAGSPAN_TIMINGS, flows/ledger.py;
   thread-seconds for the shard steps, two shards side by side) and before_flow_s, the
   seconds before the flow's first step (interpreter, imports, the CLI's check, server start).
@@ -37,7 +38,8 @@ from pathlib import Path
 from ragspan.tasks.reporting.results_files import read_results
 
 RAGSPAN = str(Path(sys.executable).with_name("ragspan"))
-REUSE_COUNTERS = ("answers_reused", "pairs_judged", "verdicts_reused", "marks_rejudged", "pairs_decided")
+REUSE_COUNTERS = ("answers_reused", "answers_resumed", "pairs_judged", "verdicts_reused", "marks_rejudged",
+                  "pairs_decided")
 
 API_URL: str | None = None  # a running Prefect server instead of each state dir's own (run.py --server)
 # "auto": each state dir's local server, started by its cold run and reused by the re-runs

@@ -18,7 +18,8 @@ One state dir, the real CLI (`ragspan evaluate --quiet`) through the re-run harn
 
 Each row: wall and CPU seconds (the CLI and every process it waited for — judge workers
 included, not the Prefect server it leaves running), each as a ratio to the cold run's,
-and what run.json counts: answers reused, (claim, passage) pairs judged, verdicts reused.
+and what run.json counts: answers reused, answers resumed at the corpus search
+(docs/decisions.md #58), (claim, passage) pairs judged, verdicts reused.
 `--scenarios` runs only the named rows (cold first; the others in table order).
 `--check` adds a cold run of WS/docs-changed in a fresh state dir and compares its tables
 and metrics with the incremental run's: they must be identical (exit status 1 when they
@@ -86,11 +87,12 @@ def measure(ws: Path, work: Path, check: bool, names: tuple[str, ...] = tuple(n 
 
 
 def table(res: dict) -> str:
-    lines = ["| run | wall s | × cold | CPU s | × cold | answers reused | pairs judged | verdicts reused |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| run | wall s | × cold | CPU s | × cold | answers reused | answers resumed | pairs judged "
+             "| verdicts reused |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, r in res["rows"].items():
         lines.append(f"| {name} | {r['wall_s']} | {r['wall_x_cold']} | {r['cpu_s']} | {r['cpu_x_cold']} "
-                     f"| {r['answers_reused']:,} | {r['pairs_judged']:,} | {r['verdicts_reused']:,} |")
+                     f"| {r['answers_reused']:,} | {r.get('answers_resumed', 0):,} | {r['pairs_judged']:,} "
+                     f"| {r['verdicts_reused']:,} |")
     names = list(dict.fromkeys(k for r in res["rows"].values() for k in r["steps_s"]))
     lines += ["", "step seconds in the flow (thread-seconds for the shard steps):", "",
               "| run | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
