@@ -94,7 +94,9 @@ class ShardResult:
     """What one shard hands to the report: its output tables (claims, evidence spans,
     diagnoses), the judge stats of the steps that ran (not of cached ones), and the Prefect
     state names of its task runs. The judgements themselves — one row per (claim,
-    passage), ten times the claims — stay in the shard (and in Prefect's result store), so
+    passage), ten times the claims — stay in the shard (and in Prefect's result store),
+    but for the retrieved-passage verdicts of the answers that searched (`judged`), which
+    go to disk with the shard's spill and on to the answer store as their pre-search state;
     the flow's memory grows with the outputs, not with the pairs judged."""
 
     claims: pd.DataFrame
