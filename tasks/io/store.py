@@ -534,6 +534,7 @@ REGISTRY: dict[str, Registered] = {r.key: r for r in (
                entry_title="validated-inputs cache entry"),
     Registered("step_results", "step results", "prefect/results", "files", True, sealed=False,
                entry_title="step result"),
+    Registered("corpus", "corpus store", "corpus", "dirs", True, keep=3, entry_title="corpus store entry"),
     Registered("indexes", "corpus indexes", "index", "dirs", True, entry_title="corpus index"),
     Registered("reports", "report pieces", "reports", "dirs", True, keep=3, entry_title="report snapshot"),
     Registered("digests", "input digests", ".", "files", True, pattern="digests.json", sealed=False),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -36,7 +37,7 @@ def chunk_corpus(corpus: pd.DataFrame, size: int, overlap: int) -> pd.DataFrame:
         )
     cid, did, starts, ends = [], [], [], []
     half = size // 2
-    for doc_id, text in zip(corpus["doc_id"].tolist(), corpus["text"].tolist()):
+    for doc_id, text in _documents(corpus):
         n = len(text)
         start, i, prev_end = 0, 0, 0
         while True:
@@ -65,6 +66,14 @@ def chunk_corpus(corpus: pd.DataFrame, size: int, overlap: int) -> pd.DataFrame:
     )
 
 
+def _documents(corpus: pd.DataFrame, batch: int = 4096) -> Iterator[tuple[str, str]]:
+    """(doc_id, text) in corpus order, a batch of texts at a time as Python strings: the
+    corpus is memory-mapped (tasks/io/load/corpus_store.py), never held whole."""
+    for start in range(0, len(corpus), batch):
+        part = corpus.iloc[start : start + batch]
+        yield from zip(part["doc_id"].tolist(), part["text"].tolist())
+
+
 def load_chunks(data_dir: Path, corpus: pd.DataFrame, size: int, overlap: int) -> pd.DataFrame:
     """chunks.* validated against the corpus, or ragspan's own chunking when absent.
 
@@ -88,7 +97,11 @@ def _load_chunks(
         )
     df, rows = _strip_index(df)
     lenient = path.suffix.lower() == ".csv"
-    doc_text = dict(zip(corpus["doc_id"].tolist(), corpus["text"].tolist()))
+    # Lengths for the range checks; a text only for a row that gives its own (the corpus
+    # is memory-mapped: tasks/io/load/corpus_store.py).
+    doc_len = dict(zip(corpus["doc_id"].tolist(), corpus["text"].str.len().tolist()))
+    doc_row = {d: i for i, d in enumerate(corpus["doc_id"].tolist())}
+    texts_column = corpus["text"]
 
     probs = _Problems(path, rows, ("chunk_id", df["chunk_id"].tolist()))
     cids = _strings(df["chunk_id"].tolist(), "chunk_id", probs)
@@ -102,27 +115,27 @@ def _load_chunks(
     for pos, (d, s, e) in enumerate(zip(dids, starts, ends)):
         if d is None:
             continue
-        doc = doc_text.get(d)
-        if doc is None:
+        n = doc_len.get(d)
+        if n is None:
             if not unknown:
                 unknown = True
                 probs.add(pos, "doc_id", f"unknown doc_id {d!r} (not in the corpus)")
             continue
         if s is None or e is None:
             continue
-        if not 0 <= s < e <= len(doc):
+        if not 0 <= s < e <= n:
             if not range_bad:
                 range_bad = True
-                if s >= e and 0 <= s and e <= len(doc):
+                if s >= e and 0 <= s and e <= n:
                     probs.add(
                         pos, "char_end", f"char_end ({e}) must be greater than char_start ({s})"
                     )
                 else:
-                    field = "char_start" if s < 0 or s >= len(doc) else "char_end"
+                    field = "char_start" if s < 0 or s >= n else "char_end"
                     probs.add(
                         pos,
                         field,
-                        f"offsets [{s}, {e}) out of range: document {d!r} has {len(doc)} characters",
+                        f"offsets [{s}, {e}) out of range: document {d!r} has {n} characters",
                     )
             continue
         if texts is not None and not text_bad:
@@ -131,7 +144,7 @@ def _load_chunks(
                 continue  # an empty CSV cell: no text given for this chunk
             if _is_missing(t):
                 continue
-            if t != doc[s:e]:
+            if t != texts_column.iloc[doc_row[d]][s:e]:
                 text_bad = True
                 probs.add(pos, "text", f"chunk text does not match the document at [{s}, {e})")
     probs.raise_first()

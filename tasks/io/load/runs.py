@@ -108,9 +108,11 @@ class _RunBuilder:
     ):
         self.path, self.run, self.default_k = path, run, default_context_k
         self.qids = set(questions["question_id"].tolist())
-        ids, texts = corpus["doc_id"].tolist(), corpus["text"].tolist()
-        self.doc_len = {d: len(t) for d, t in zip(ids, texts)}
-        self.index = CorpusTextIndex(ids, texts)
+        # Lengths, not texts: the corpus is memory-mapped (tasks/io/load/corpus_store.py);
+        # its texts become Python strings only if an item gives a text to find.
+        self.doc_len = dict(zip(corpus["doc_id"].tolist(), corpus["text"].str.len().tolist()))
+        self._corpus = corpus
+        self._index: CorpusTextIndex | None = None
         c_ids = chunks["chunk_id"].tolist()
         c_docs = chunks["doc_id"].tolist()
         c_s = chunks["char_start"].tolist()
@@ -298,7 +300,7 @@ class _RunBuilder:
                 raise self.err(
                     row, f"{f}.text", f"expected a non-empty string ({rank}), got {_describe(text)}"
                 )
-            hit = self.index.locate(text, d)
+            hit = self.text_index().locate(text, d)
             if hit is None:
                 where = f"document {d!r}" if d is not None else "the corpus"
                 raise self.err(
@@ -315,6 +317,12 @@ class _RunBuilder:
             f"ambiguous or incomplete item ({rank}) with keys {sorted(keys)}: "
             f"give exactly one of {', '.join(ITEM_FORMS)}",
         )
+
+    def text_index(self) -> CorpusTextIndex:
+        """The corpus prepared for finding texts, at the first item that gives one."""
+        if self._index is None:
+            self._index = CorpusTextIndex(self._corpus["doc_id"].tolist(), self._corpus["text"].tolist())
+        return self._index
 
     def doc_id(self, row: int, f: str, rank: str, d: Any) -> str:
         if not isinstance(d, str):

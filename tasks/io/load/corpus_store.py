@@ -1,0 +1,378 @@
+"""The corpus on disk: read once per snapshot, in batches, into a columnar store in the
+state dir, and memory-mapped by whatever reads a text (docs/decisions.md #56).
+
+A corpus of millions of chunks does not fit the heap as Python strings (about eight
+times its text, measured at 1M chunks). So the corpus file (JSONL, CSV, Parquet) or
+folder of .txt/.md files is read a batch at a time — each batch parsed, checked (the
+first problem in file order raises InputError naming file, row and field, as before)
+and appended to `documents.arrow` (doc_id, text: Arrow IPC, uncompressed) — and never
+held whole. The entry, keyed by the corpus files' md5s and the loader's code, is the
+store layer's directory store `corpus` (tasks/io/store.py): written aside, sealed,
+renamed; a bad input leaves nothing behind; a damaged entry is moved aside and read
+again from the files. What a run holds is `StoredCorpus`: the entry's path. Its
+`frame()` is a pandas table whose text column is the mapped file's pages (pandas'
+Arrow strings: zero-copy), so the corpus costs disk and page cache, not heap. Each
+document's text hash (tasks/core/corpus_identity.py) is computed in the batch that read
+it, while its text is at hand, and kept beside the texts; metadata columns (small) are
+kept as a pickled table.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import pickle
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+from ragspan.tasks.config import loader_version
+from ragspan.tasks.core.corpus_identity import text_hashes
+from ragspan.tasks.core.schemas import Corpus
+from ragspan.tasks.errors import InputError
+from ragspan.tasks.io.digests import file_md5s
+from ragspan.tasks.io.load.files import (
+    _BOM,
+    CORPUS_FILE_SUFFIXES,
+    TABLE_SUFFIXES,
+    _check_csv_header,
+    _decode,
+    find_table,
+    jsonl_decoder,
+    jsonl_record,
+)
+from ragspan.tasks.io.load.problems import _Problems, _strings, _validate_schema
+from ragspan.tasks.io.store import dir_store
+
+FORMAT = "corpus-store-1"  # bump when the files below change
+TEXTS_FILE = "documents.arrow"  # doc_id, text (large_string), one record batch per read batch
+HASHES_FILE = "text_hashes.npy"  # uint64 per document, corpus order
+METADATA_FILE = "metadata.pickle"  # the metadata columns (pandas-typed), corpus order
+BATCH_BYTES = 32 << 20  # input bytes parsed per batch: the heap a read needs beyond the store
+_REQUIRED = ("doc_id", "text")
+_SCHEMA = pa.schema([("doc_id", pa.large_string()), ("text", pa.large_string())])
+
+
+@dataclass(frozen=True)
+class StoredCorpus:
+    """A corpus snapshot in the store: its entry directory. Pickles as the path."""
+
+    path: Path
+
+    def frame(self) -> pd.DataFrame:
+        """doc_id, text, metadata columns; the texts memory-mapped (zero-copy)."""
+        return _frame(str(self.path))
+
+    def text_hashes(self) -> np.ndarray:
+        """One uint64 per document (tasks/core/corpus_identity.text_hashes), corpus order."""
+        return np.load(self.path / HASHES_FILE)
+
+    def exists(self) -> bool:
+        return (self.path / TEXTS_FILE).is_file()
+
+
+@lru_cache(maxsize=4)
+def _frame(path: str) -> pd.DataFrame:
+    # The table's buffers are the mapped file's pages; the map lives as long as the frame.
+    texts = pa.ipc.open_file(pa.memory_map(str(Path(path) / TEXTS_FILE))).read_all().to_pandas()
+    metadata: pd.DataFrame = pickle.loads((Path(path) / METADATA_FILE).read_bytes())
+    return pd.concat([texts, metadata], axis=1) if len(metadata.columns) else texts
+
+
+def corpus_files(data_dir: Path) -> tuple[Path | None, list[Path]]:
+    """The corpus table (or None) and the files it is read from: the table, or the
+    corpus/ folder's .txt/.md files, sorted (hidden files and folders skipped). Not both."""
+    folder = data_dir / "corpus"
+    path = find_table(data_dir, "corpus", required=not folder.is_dir())
+    if path is not None and folder.is_dir():
+        raise InputError(folder, None, None, f"found both {path.name} and a corpus/ folder: keep one")
+    if path is not None:
+        return path, [path]
+    files = sorted(
+        p for p in folder.rglob("*")
+        if p.is_file() and p.suffix.lower() in CORPUS_FILE_SUFFIXES
+        and not any(part.startswith(".") for part in p.relative_to(folder).parts)
+    )
+    if not files:
+        raise InputError(folder, None, None, "corpus folder has no .txt or .md files")
+    return None, files
+
+
+def relpath(path: Path, base: Path) -> str:
+    try:
+        return path.relative_to(base).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def stored_corpus(data_dir: Path) -> tuple[StoredCorpus, dict[str, str]]:
+    """The corpus of `data_dir` in the store (read and checked now unless an entry for
+    these files' bytes is there), and each file's md5 by path relative to `data_dir`."""
+    data_dir = Path(data_dir)
+    table, files = corpus_files(data_dir)
+    md5s = {relpath(p, data_dir): m for p, m in zip(files, file_md5s(files))}
+    key = hashlib.sha256(repr((FORMAT, loader_version(), sorted(md5s.items()))).encode()).hexdigest()[:32]
+    store = dir_store("corpus")
+    found = store.checked_dir(key, "reading the corpus files again")
+    if found is not None:
+        return StoredCorpus(found), md5s
+    batches = _table_batches(table) if table is not None else _folder_batches(data_dir / "corpus", files)
+    where = store.write_dir(key, lambda tmp: _write(tmp, batches, table or data_dir / "corpus"), replace=False)
+    return StoredCorpus(where), md5s
+
+
+# --------------------------------------------------------------------------- batches
+
+
+@dataclass
+class _Batch:
+    """Records of one read batch: their row numbers (as errors name them) and columns."""
+
+    rows: list[int]
+    columns: dict[str, list]
+    csv: bool = False
+    typed: dict[str, pd.Series] = field(default_factory=dict)  # Parquet's columns, Arrow types kept
+
+
+@dataclass
+class _Seen:
+    """What earlier batches told: doc_ids (row of first sight), column names in order."""
+
+    ids: dict[str, int] = field(default_factory=dict)
+    columns: dict[str, None] = field(default_factory=dict)
+
+
+def _table_batches(path: Path) -> Iterator[_Batch]:
+    suffix = path.suffix.lower()
+    if suffix == ".jsonl":
+        return _jsonl_batches(path)
+    if suffix == ".csv":
+        return _csv_batches(path)
+    if suffix == ".parquet":
+        return _parquet_batches(path)
+    raise InputError(path, None, None, f"unsupported file type '{path.suffix}' (use {', '.join(TABLE_SUFFIXES)})")
+
+
+def _jsonl_batches(path: Path) -> Iterator[_Batch]:
+    """Records a batch at a time; lines split on b"\\n" only (as the whole-file reader)."""
+    loads = jsonl_decoder()
+    records: list[dict] = []
+    rows: list[int] = []
+    size, yielded = 0, False
+    with _opened(path) as f:
+        for lineno, raw in enumerate(f, start=1):
+            if lineno == 1:
+                raw = raw.removeprefix(_BOM)
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                bad = raw[exc.start : exc.start + 1].hex()
+                raise InputError(path, lineno, None, f"not valid UTF-8: byte 0x{bad} at line {lineno}") from None
+            obj = jsonl_record(path, lineno, line.removesuffix("\n"), loads)
+            if obj is None:
+                continue
+            records.append(obj)
+            rows.append(lineno)
+            size += len(raw)
+            if size >= BATCH_BYTES:
+                yield _records_batch(rows, records)
+                records, rows, size, yielded = [], [], 0, True
+    if records or not yielded:  # no record at all: one empty batch (the missing-column error)
+        yield _records_batch(rows, records)
+
+
+def _records_batch(rows: list[int], records: list[dict]) -> _Batch:
+    keys: dict[str, None] = {}  # union of keys, in order of first appearance
+    for rec in records:
+        keys.update(dict.fromkeys(rec))
+    return _Batch(rows, {k: [r.get(k) for r in records] for k in keys})
+
+
+def _csv_batches(path: Path) -> Iterator[_Batch]:
+    """Rows a batch at a time, every cell as text (empties ""), as the whole-file reader."""
+    with _opened(path) as raw:
+        head = raw.read(1 << 16)
+    try:
+        head_text = head.removeprefix(_BOM).decode("utf-8", errors="ignore")
+    except UnicodeDecodeError:  # pragma: no cover - errors="ignore"
+        head_text = ""
+    if not head_text.strip():
+        yield _Batch([], {}, csv=True)  # no header: no column (the missing-column error)
+        return
+    first = head_text.split("\n", 1)[0] + "\n"
+    _check_csv_header(path, first)
+    header = next(csv.reader(io.StringIO(first)), [])
+    start = 1
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as f:
+            reader = pd.read_csv(f, dtype=str, keep_default_na=False, chunksize=max(1, BATCH_BYTES // 4096))
+            for part in reader:
+                rows = list(range(start, start + len(part)))
+                start += len(part)
+                yield _Batch(rows, {str(c): part[c].tolist() for c in part.columns}, csv=True)
+    except UnicodeDecodeError:
+        _raise_bad_utf8(path, header_lines=1)
+    except (pd.errors.ParserError, ValueError) as exc:
+        raise InputError(path, None, None, f"cannot parse CSV: {exc}") from None
+    if start == 1:  # a header only: its columns, no record
+        yield _Batch([], {c: [] for c in header}, csv=True)
+
+
+def _raise_bad_utf8(path: Path, header_lines: int) -> None:
+    """The whole-file reader's error for the first byte that is not UTF-8, found a line
+    at a time (only on this error's path)."""
+    with _opened(path) as f:
+        for lineno, raw in enumerate(f, start=1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError:
+                _decode(path, b"\n" * (lineno - 1) + raw, header_lines)
+    raise InputError(path, None, None, "not valid UTF-8")  # pragma: no cover - found above
+
+
+def _parquet_batches(path: Path) -> Iterator[_Batch]:
+    start = 1
+    try:
+        parquet = pq.ParquetFile(path)
+        names = parquet.schema_arrow.names
+        for part in parquet.iter_batches(batch_size=max(1, BATCH_BYTES // 4096)):
+            frame = part.to_pandas()
+            rows = list(range(start, start + len(frame)))
+            start += len(frame)
+            yield _Batch(rows, {str(c): frame[c].tolist() for c in _REQUIRED if c in frame.columns}
+                         | {str(c): [] for c in frame.columns if c not in _REQUIRED},
+                         typed={str(c): frame[c] for c in frame.columns if c not in _REQUIRED})
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise InputError(path, None, None, f"cannot read Parquet: {exc}") from None
+    if start == 1:
+        yield _Batch([], {c: [] for c in names})
+
+
+def _folder_batches(folder: Path, files: list[Path]) -> Iterator[_Batch]:
+    ids: list[str] = []
+    texts: list[str] = []
+    types: list[str] = []
+    size, start = 0, 1
+    for p in files:
+        raw = p.read_bytes()
+        text = _decode(p, raw, 0)  # bytes -> str directly: CRLF kept, offsets match the file
+        if not text.strip():
+            raise InputError(p, None, "text", "document is empty or whitespace-only")
+        ids.append(p.relative_to(folder).as_posix())
+        texts.append(text)
+        types.append(p.suffix.lower().lstrip("."))
+        size += len(raw)
+        if size >= BATCH_BYTES:
+            yield _Batch(list(range(start, start + len(ids))), {"doc_id": ids, "text": texts, "doc_type": types})
+            start += len(ids)
+            ids, texts, types, size = [], [], [], 0
+    if ids:
+        yield _Batch(list(range(start, start + len(ids))), {"doc_id": ids, "text": texts, "doc_type": types})
+
+
+def _opened(path: Path) -> Any:
+    try:
+        return open(path, "rb")
+    except OSError as exc:
+        raise InputError(path, None, None, f"cannot read file: {exc.strerror or exc}") from None
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def _write(tmp: Path, batches: Iterator[_Batch], source: Path) -> None:
+    """Every batch checked and appended; InputError on the first problem (the caller's
+    aside directory is then removed: nothing is written)."""
+    seen = _Seen()
+    hashes: list[np.ndarray] = []
+    metadata: dict[str, list[pd.Series]] = {}  # per column, one piece per batch
+    count, is_csv = 0, False
+    with pa.ipc.new_file(str(tmp / TEXTS_FILE), _SCHEMA) as out:
+        for i, batch in enumerate(batches):
+            is_csv = batch.csv
+            ids, texts = _checked(source, batch, seen, batches, first=i == 0)
+            if not ids:
+                continue
+            out.write_batch(pa.record_batch([pa.array(ids, pa.large_string()), pa.array(texts, pa.large_string())],
+                                            schema=_SCHEMA))
+            hashes.append(text_hashes(texts))
+            for name in seen.columns:
+                if name in _REQUIRED:
+                    continue
+                if name not in metadata and count:  # first met in this batch: no value before
+                    metadata[name] = [pd.Series([None] * count, dtype=object)]
+                metadata.setdefault(name, []).append(_metadata_piece(batch, name, len(ids)))
+            count += len(ids)
+    if count == 0:
+        raise InputError(source, None, None, "no documents")
+    np.save(tmp / HASHES_FILE, np.concatenate(hashes))
+    (tmp / METADATA_FILE).write_bytes(pickle.dumps(_metadata_frame(metadata, is_csv),
+                                                   protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def _checked(source: Path, batch: _Batch, seen: _Seen, rest: Iterator[_Batch], first: bool
+             ) -> tuple[list[str], list[str]]:
+    """The batch's doc_ids and texts, checked; the first problem raised as InputError."""
+    seen.columns.update(dict.fromkeys(batch.columns))
+    n = len(batch.rows)
+    probs = _Problems(source, batch.rows, ("doc_id", batch.columns.get("doc_id", [None] * n)))
+    ids = _strings(batch.columns.get("doc_id", [None] * n), "doc_id", probs)
+    texts = _strings(batch.columns.get("text", [None] * n), "text", probs)
+    for pos, d in enumerate(ids):
+        if d is None:
+            continue
+        if d in seen.ids:
+            probs.add(pos, "doc_id", f"duplicate doc_id {d!r} (first at row {seen.ids[d]})")
+            break
+        seen.ids[d] = batch.rows[pos]
+    missing = [c for c in _REQUIRED if c not in seen.columns]
+    if missing and (probs.found or first):
+        _raise_missing_column(source, batch, seen, rest, missing)
+    probs.raise_first()
+    if n:
+        frame = pd.DataFrame({"doc_id": pd.Series(ids, dtype="str"), "text": pd.Series(texts, dtype="str")})
+        _validate_schema(Corpus, frame, source, batch.rows)  # the backstop, as the whole-file reader's
+    return ids, texts  # type: ignore[return-value]  # no None left: raise_first
+
+
+def _raise_missing_column(source: Path, batch: _Batch, seen: _Seen, rest: Iterator[_Batch],
+                          missing: list[str]) -> None:
+    """A required column absent so far. CSV and Parquet name their columns once (the
+    header); a JSONL record carries its own keys, so the column is missing only if no
+    later record has it — read on (this error's path only) before saying so."""
+    have = lambda: ", ".join(seen.columns) or "none"
+    if source.suffix.lower() != ".jsonl":
+        raise InputError(source, None, missing[0], f"missing required column in the header (columns found: {have()})")
+    first_row = batch.rows[0] if batch.rows else None
+    for later in rest:
+        seen.columns.update(dict.fromkeys(later.columns))
+    still = [c for c in missing if c not in seen.columns]
+    if still:
+        raise InputError(source, first_row, still[0], f"missing required column (columns found: {have()})")
+
+
+def _metadata_piece(batch: _Batch, name: str, n: int) -> pd.Series:
+    if name in batch.typed:
+        return batch.typed[name].reset_index(drop=True)
+    return pd.Series(batch.columns.get(name, [None] * n), dtype=object)
+
+
+def _metadata_frame(columns: dict[str, list[pd.Series]], csv_input: bool) -> pd.DataFrame:
+    """The metadata columns typed as the whole-file reader typed them: JSON and CSV values
+    inferred (a CSV's "" read as no value), Parquet's Arrow types kept."""
+    out = {}
+    for name, pieces in columns.items():
+        s = pd.concat(pieces, ignore_index=True) if len(pieces) > 1 else pieces[0].reset_index(drop=True)
+        if s.dtype == object:
+            if csv_input:
+                s = s.replace("", None)  # a CSV cannot say "no value" any other way
+            s = s.infer_objects()
+        out[name] = s
+    return pd.DataFrame(out)
