@@ -56,6 +56,7 @@ TEXTS_FILE = "documents.arrow"  # doc_id, text (large_string), one record batch 
 HASHES_FILE = "text_hashes.npy"  # uint64 per document, corpus order
 METADATA_FILE = "metadata.pickle"  # the metadata columns (pandas-typed), corpus order
 BATCH_BYTES = 32 << 20  # input bytes parsed per batch: the heap a read needs beyond the store
+_ROW_BYTES = 4096  # CSV and Parquet are read by rows: a document's bytes, about
 _REQUIRED = ("doc_id", "text")
 _SCHEMA = pa.schema([("doc_id", pa.large_string()), ("text", pa.large_string())])
 
@@ -68,7 +69,8 @@ class StoredCorpus:
 
     def frame(self) -> pd.DataFrame:
         """doc_id, text, metadata columns; the texts memory-mapped (zero-copy)."""
-        return _frame(str(self.path))
+        texts = (self.path / TEXTS_FILE).stat()
+        return _frame(str(self.path), texts.st_ino, texts.st_mtime_ns)  # an entry written anew: mapped anew
 
     def text_hashes(self) -> np.ndarray:
         """One uint64 per document (tasks/core/corpus_identity.text_hashes), corpus order."""
@@ -79,7 +81,7 @@ class StoredCorpus:
 
 
 @lru_cache(maxsize=4)
-def _frame(path: str) -> pd.DataFrame:
+def _frame(path: str, *_file_identity: int) -> pd.DataFrame:
     # The table's buffers are the mapped file's pages; the map lives as long as the frame.
     texts = pa.ipc.open_file(pa.memory_map(str(Path(path) / TEXTS_FILE))).read_all().to_pandas()
     metadata: pd.DataFrame = pickle.loads((Path(path) / METADATA_FILE).read_bytes())
@@ -112,9 +114,10 @@ def relpath(path: Path, base: Path) -> str:
         return path.as_posix()
 
 
-def stored_corpus(data_dir: Path) -> tuple[StoredCorpus, dict[str, str]]:
-    """The corpus of `data_dir` in the store (read and checked now unless an entry for
-    these files' bytes is there), and each file's md5 by path relative to `data_dir`."""
+def stored_corpus(data_dir: Path, batch_bytes: int = BATCH_BYTES) -> tuple[StoredCorpus, dict[str, str]]:
+    """The corpus of `data_dir` in the store (read and checked now, `batch_bytes` of input
+    at a time, unless an entry for these files' bytes is there), and each file's md5 by
+    path relative to `data_dir`."""
     data_dir = Path(data_dir)
     table, files = corpus_files(data_dir)
     md5s = {relpath(p, data_dir): m for p, m in zip(files, file_md5s(files))}
@@ -123,7 +126,8 @@ def stored_corpus(data_dir: Path) -> tuple[StoredCorpus, dict[str, str]]:
     found = store.checked_dir(key, "reading the corpus files again")
     if found is not None:
         return StoredCorpus(found), md5s
-    batches = _table_batches(table) if table is not None else _folder_batches(data_dir / "corpus", files)
+    batches = (_table_batches(table, batch_bytes) if table is not None
+               else _folder_batches(data_dir / "corpus", files, batch_bytes))
     where = store.write_dir(key, lambda tmp: _write(tmp, batches, table or data_dir / "corpus"), replace=False)
     return StoredCorpus(where), md5s
 
@@ -149,18 +153,18 @@ class _Seen:
     columns: dict[str, None] = field(default_factory=dict)
 
 
-def _table_batches(path: Path) -> Iterator[_Batch]:
+def _table_batches(path: Path, batch_bytes: int) -> Iterator[_Batch]:
     suffix = path.suffix.lower()
     if suffix == ".jsonl":
-        return _jsonl_batches(path)
+        return _jsonl_batches(path, batch_bytes)
     if suffix == ".csv":
-        return _csv_batches(path)
+        return _csv_batches(path, max(1, batch_bytes // _ROW_BYTES))
     if suffix == ".parquet":
-        return _parquet_batches(path)
+        return _parquet_batches(path, max(1, batch_bytes // _ROW_BYTES))
     raise InputError(path, None, None, f"unsupported file type '{path.suffix}' (use {', '.join(TABLE_SUFFIXES)})")
 
 
-def _jsonl_batches(path: Path) -> Iterator[_Batch]:
+def _jsonl_batches(path: Path, batch_bytes: int) -> Iterator[_Batch]:
     """Records a batch at a time; lines split on b"\\n" only (as the whole-file reader)."""
     loads = jsonl_decoder()
     records: list[dict] = []
@@ -181,7 +185,7 @@ def _jsonl_batches(path: Path) -> Iterator[_Batch]:
             records.append(obj)
             rows.append(lineno)
             size += len(raw)
-            if size >= BATCH_BYTES:
+            if size >= batch_bytes:
                 yield _records_batch(rows, records)
                 records, rows, size, yielded = [], [], 0, True
     if records or not yielded:  # no record at all: one empty batch (the missing-column error)
@@ -195,7 +199,7 @@ def _records_batch(rows: list[int], records: list[dict]) -> _Batch:
     return _Batch(rows, {k: [r.get(k) for r in records] for k in keys})
 
 
-def _csv_batches(path: Path) -> Iterator[_Batch]:
+def _csv_batches(path: Path, batch_rows: int) -> Iterator[_Batch]:
     """Rows a batch at a time, every cell as text (empties ""), as the whole-file reader."""
     with _opened(path) as raw:
         head = raw.read(1 << 16)
@@ -212,7 +216,7 @@ def _csv_batches(path: Path) -> Iterator[_Batch]:
     start = 1
     try:
         with open(path, encoding="utf-8-sig", newline="") as f:
-            reader = pd.read_csv(f, dtype=str, keep_default_na=False, chunksize=max(1, BATCH_BYTES // 4096))
+            reader = pd.read_csv(f, dtype=str, keep_default_na=False, chunksize=batch_rows)
             for part in reader:
                 rows = list(range(start, start + len(part)))
                 start += len(part)
@@ -237,12 +241,12 @@ def _raise_bad_utf8(path: Path, header_lines: int) -> None:
     raise InputError(path, None, None, "not valid UTF-8")  # pragma: no cover - found above
 
 
-def _parquet_batches(path: Path) -> Iterator[_Batch]:
+def _parquet_batches(path: Path, batch_rows: int) -> Iterator[_Batch]:
     start = 1
     try:
         parquet = pq.ParquetFile(path)
         names = parquet.schema_arrow.names
-        for part in parquet.iter_batches(batch_size=max(1, BATCH_BYTES // 4096)):
+        for part in parquet.iter_batches(batch_size=batch_rows):
             frame = part.to_pandas()
             rows = list(range(start, start + len(frame)))
             start += len(frame)
@@ -255,7 +259,7 @@ def _parquet_batches(path: Path) -> Iterator[_Batch]:
         yield _Batch([], {c: [] for c in names})
 
 
-def _folder_batches(folder: Path, files: list[Path]) -> Iterator[_Batch]:
+def _folder_batches(folder: Path, files: list[Path], batch_bytes: int) -> Iterator[_Batch]:
     ids: list[str] = []
     texts: list[str] = []
     types: list[str] = []
@@ -269,7 +273,7 @@ def _folder_batches(folder: Path, files: list[Path]) -> Iterator[_Batch]:
         texts.append(text)
         types.append(p.suffix.lower().lstrip("."))
         size += len(raw)
-        if size >= BATCH_BYTES:
+        if size >= batch_bytes:
             yield _Batch(list(range(start, start + len(ids))), {"doc_id": ids, "text": texts, "doc_type": types})
             start += len(ids)
             ids, texts, types, size = [], [], [], 0
