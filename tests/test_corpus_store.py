@@ -15,6 +15,7 @@ from ragspan.tasks.config import load_settings
 from ragspan.tasks.core.corpus_identity import text_hashes
 from ragspan.tasks.errors import InputError
 from ragspan.tasks.io.load import checked_workspace
+from ragspan.tasks.io.load.chunks import _load_chunks
 from ragspan.tasks.io.load.corpus_store import TEXTS_FILE, stored_corpus
 
 from tests.conftest import SAMPLE
@@ -103,3 +104,51 @@ def test_a_damaged_entry_is_read_again_from_the_files(tmp_path: Path, capsys: py
     assert "corpus store entry" in capsys.readouterr().err
     assert (again.path / TEXTS_FILE).read_bytes() != bytes(raw)
     assert again.frame()["text"].tolist() == before
+
+
+def _chunk_rows() -> list[dict]:
+    return [json.loads(line) for line in (SAMPLE / "chunks.jsonl").read_text(encoding="utf-8").splitlines()]
+
+
+def _write_rows(path: Path, rows: list[dict]) -> None:
+    if path.suffix == ".jsonl":
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    elif path.suffix == ".csv":
+        pd.DataFrame(rows).to_csv(path, index=False)
+    else:
+        pd.DataFrame(rows).to_parquet(path)
+
+
+@pytest.mark.usefixtures("state_dir")
+def test_a_chunk_table_read_in_batches_equals_one_read_whole(tmp_path: Path):
+    corpus = stored_corpus(SAMPLE)[0].frame()
+    texts = dict(zip(corpus["doc_id"], corpus["text"]))
+    rows = [dict(r, text=texts[r["doc_id"]][r["char_start"]:r["char_end"]]) for r in _chunk_rows()]
+    for suffix in ("jsonl", "csv", "parquet"):
+        data = tmp_path / suffix
+        data.mkdir()
+        _write_rows(data / f"chunks.{suffix}", rows)
+        whole, md5s = _load_chunks(data, corpus, 800, 100)
+        batched, md5s_again = _load_chunks(data, corpus, 800, 100, batch_bytes=ONE_RECORD)
+        assert whole.equals(batched) and list(whole.dtypes) == list(batched.dtypes) and md5s == md5s_again, suffix
+        assert len(whole) == len(rows) and list(whole.columns) == ["chunk_id", "doc_id", "char_start", "char_end"]
+
+
+@pytest.mark.usefixtures("state_dir")
+def test_a_chunk_id_repeated_across_batches_is_reported_in_file_order(tmp_path: Path):
+    corpus = stored_corpus(SAMPLE)[0].frame()
+    rows = _chunk_rows()
+    out_of_range = dict(rows[0], chunk_id="late", char_end=10**7)
+    cases = {  # (rows, the row and field a whole-file read names)
+        "duplicate first": ([*rows[:5], rows[1], *rows[5:], out_of_range], (6, "chunk_id")),
+        "range first": ([*rows[:3], out_of_range, *rows[3:], rows[1]], (4, "char_end")),
+        "duplicate alone": ([*rows, rows[40]], (len(rows) + 1, "chunk_id")),
+    }
+    for name, (records, (row, field)) in cases.items():
+        data = tmp_path / name.replace(" ", "-")
+        data.mkdir()
+        (data / "chunks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+        for batch_bytes in (ONE_RECORD, 1 << 20):
+            with pytest.raises(InputError) as err:
+                _load_chunks(data, corpus, 800, 100, batch_bytes=batch_bytes)
+            assert (err.value.row, err.value.field) == (row, field), (name, batch_bytes, str(err.value))

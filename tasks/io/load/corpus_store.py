@@ -19,34 +19,26 @@ kept as a pickled table.
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import pickle
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 from ragspan.tasks.config import loader_version
 from ragspan.tasks.core.corpus_identity import text_hashes
 from ragspan.tasks.core.schemas import Corpus
 from ragspan.tasks.errors import InputError
 from ragspan.tasks.io.digests import file_md5s
+from ragspan.tasks.io.load.batches import BATCH_BYTES, Batch, raise_missing_columns, table_batches
 from ragspan.tasks.io.load.files import (
-    _BOM,
     CORPUS_FILE_SUFFIXES,
-    TABLE_SUFFIXES,
-    _check_csv_header,
     _decode,
     find_table,
-    jsonl_decoder,
-    jsonl_record,
 )
 from ragspan.tasks.io.load.problems import _Problems, _strings, _validate_schema
 from ragspan.tasks.io.store import dir_store
@@ -55,8 +47,6 @@ FORMAT = "corpus-store-1"  # bump when the files below change
 TEXTS_FILE = "documents.arrow"  # doc_id, text (large_string), one record batch per read batch
 HASHES_FILE = "text_hashes.npy"  # uint64 per document, corpus order
 METADATA_FILE = "metadata.pickle"  # the metadata columns (pandas-typed), corpus order
-BATCH_BYTES = 32 << 20  # input bytes parsed per batch: the heap a read needs beyond the store
-_ROW_BYTES = 4096  # CSV and Parquet are read by rows: a document's bytes, about
 _REQUIRED = ("doc_id", "text")
 _SCHEMA = pa.schema([("doc_id", pa.large_string()), ("text", pa.large_string())])
 
@@ -126,140 +116,13 @@ def stored_corpus(data_dir: Path, batch_bytes: int = BATCH_BYTES) -> tuple[Store
     found = store.checked_dir(key, "reading the corpus files again")
     if found is not None:
         return StoredCorpus(found), md5s
-    batches = (_table_batches(table, batch_bytes) if table is not None
+    batches = (table_batches(table, batch_bytes) if table is not None
                else _folder_batches(data_dir / "corpus", files, batch_bytes))
     where = store.write_dir(key, lambda tmp: _write(tmp, batches, table or data_dir / "corpus"), replace=False)
     return StoredCorpus(where), md5s
 
 
-# --------------------------------------------------------------------------- batches
-
-
-@dataclass
-class _Batch:
-    """Records of one read batch: their row numbers (as errors name them) and columns."""
-
-    rows: list[int]
-    columns: dict[str, list]
-    csv: bool = False
-    typed: dict[str, pd.Series] = field(default_factory=dict)  # Parquet's columns, Arrow types kept
-
-
-@dataclass
-class _Seen:
-    """What earlier batches told: doc_ids (row of first sight), column names in order."""
-
-    ids: dict[str, int] = field(default_factory=dict)
-    columns: dict[str, None] = field(default_factory=dict)
-
-
-def _table_batches(path: Path, batch_bytes: int) -> Iterator[_Batch]:
-    suffix = path.suffix.lower()
-    if suffix == ".jsonl":
-        return _jsonl_batches(path, batch_bytes)
-    if suffix == ".csv":
-        return _csv_batches(path, max(1, batch_bytes // _ROW_BYTES))
-    if suffix == ".parquet":
-        return _parquet_batches(path, max(1, batch_bytes // _ROW_BYTES))
-    raise InputError(path, None, None, f"unsupported file type '{path.suffix}' (use {', '.join(TABLE_SUFFIXES)})")
-
-
-def _jsonl_batches(path: Path, batch_bytes: int) -> Iterator[_Batch]:
-    """Records a batch at a time; lines split on b"\\n" only (as the whole-file reader)."""
-    loads = jsonl_decoder()
-    records: list[dict] = []
-    rows: list[int] = []
-    size, yielded = 0, False
-    with _opened(path) as f:
-        for lineno, raw in enumerate(f, start=1):
-            if lineno == 1:
-                raw = raw.removeprefix(_BOM)
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                bad = raw[exc.start : exc.start + 1].hex()
-                raise InputError(path, lineno, None, f"not valid UTF-8: byte 0x{bad} at line {lineno}") from None
-            obj = jsonl_record(path, lineno, line.removesuffix("\n"), loads)
-            if obj is None:
-                continue
-            records.append(obj)
-            rows.append(lineno)
-            size += len(raw)
-            if size >= batch_bytes:
-                yield _records_batch(rows, records)
-                records, rows, size, yielded = [], [], 0, True
-    if records or not yielded:  # no record at all: one empty batch (the missing-column error)
-        yield _records_batch(rows, records)
-
-
-def _records_batch(rows: list[int], records: list[dict]) -> _Batch:
-    keys: dict[str, None] = {}  # union of keys, in order of first appearance
-    for rec in records:
-        keys.update(dict.fromkeys(rec))
-    return _Batch(rows, {k: [r.get(k) for r in records] for k in keys})
-
-
-def _csv_batches(path: Path, batch_rows: int) -> Iterator[_Batch]:
-    """Rows a batch at a time, every cell as text (empties ""), as the whole-file reader."""
-    with _opened(path) as raw:
-        head = raw.read(1 << 16)
-    try:
-        head_text = head.removeprefix(_BOM).decode("utf-8", errors="ignore")
-    except UnicodeDecodeError:  # pragma: no cover - errors="ignore"
-        head_text = ""
-    if not head_text.strip():
-        yield _Batch([], {}, csv=True)  # no header: no column (the missing-column error)
-        return
-    first = head_text.split("\n", 1)[0] + "\n"
-    _check_csv_header(path, first)
-    header = next(csv.reader(io.StringIO(first)), [])
-    start = 1
-    try:
-        with open(path, encoding="utf-8-sig", newline="") as f:
-            reader = pd.read_csv(f, dtype=str, keep_default_na=False, chunksize=batch_rows)
-            for part in reader:
-                rows = list(range(start, start + len(part)))
-                start += len(part)
-                yield _Batch(rows, {str(c): part[c].tolist() for c in part.columns}, csv=True)
-    except UnicodeDecodeError:
-        _raise_bad_utf8(path, header_lines=1)
-    except (pd.errors.ParserError, ValueError) as exc:
-        raise InputError(path, None, None, f"cannot parse CSV: {exc}") from None
-    if start == 1:  # a header only: its columns, no record
-        yield _Batch([], {c: [] for c in header}, csv=True)
-
-
-def _raise_bad_utf8(path: Path, header_lines: int) -> None:
-    """The whole-file reader's error for the first byte that is not UTF-8, found a line
-    at a time (only on this error's path)."""
-    with _opened(path) as f:
-        for lineno, raw in enumerate(f, start=1):
-            try:
-                raw.decode("utf-8")
-            except UnicodeDecodeError:
-                _decode(path, b"\n" * (lineno - 1) + raw, header_lines)
-    raise InputError(path, None, None, "not valid UTF-8")  # pragma: no cover - found above
-
-
-def _parquet_batches(path: Path, batch_rows: int) -> Iterator[_Batch]:
-    start = 1
-    try:
-        parquet = pq.ParquetFile(path)
-        names = parquet.schema_arrow.names
-        for part in parquet.iter_batches(batch_size=batch_rows):
-            frame = part.to_pandas()
-            rows = list(range(start, start + len(frame)))
-            start += len(frame)
-            yield _Batch(rows, {str(c): frame[c].tolist() for c in _REQUIRED if c in frame.columns}
-                         | {str(c): [] for c in frame.columns if c not in _REQUIRED},
-                         typed={str(c): frame[c] for c in frame.columns if c not in _REQUIRED})
-    except (pa.ArrowException, OSError, ValueError) as exc:
-        raise InputError(path, None, None, f"cannot read Parquet: {exc}") from None
-    if start == 1:
-        yield _Batch([], {c: [] for c in names})
-
-
-def _folder_batches(folder: Path, files: list[Path], batch_bytes: int) -> Iterator[_Batch]:
+def _folder_batches(folder: Path, files: list[Path], batch_bytes: int) -> Iterator[Batch]:
     ids: list[str] = []
     texts: list[str] = []
     types: list[str] = []
@@ -274,24 +137,27 @@ def _folder_batches(folder: Path, files: list[Path], batch_bytes: int) -> Iterat
         types.append(p.suffix.lower().lstrip("."))
         size += len(raw)
         if size >= batch_bytes:
-            yield _Batch(list(range(start, start + len(ids))), {"doc_id": ids, "text": texts, "doc_type": types})
+            yield Batch(list(range(start, start + len(ids))), {"doc_id": ids, "text": texts, "doc_type": types})
             start += len(ids)
             ids, texts, types, size = [], [], [], 0
     if ids:
-        yield _Batch(list(range(start, start + len(ids))), {"doc_id": ids, "text": texts, "doc_type": types})
-
-
-def _opened(path: Path) -> Any:
-    try:
-        return open(path, "rb")
-    except OSError as exc:
-        raise InputError(path, None, None, f"cannot read file: {exc.strerror or exc}") from None
+        yield Batch(list(range(start, start + len(ids))), {"doc_id": ids, "text": texts, "doc_type": types})
 
 
 # --------------------------------------------------------------------------- writing
 
 
-def _write(tmp: Path, batches: Iterator[_Batch], source: Path) -> None:
+@dataclass
+class _Seen:
+    """What earlier batches told: doc_ids (row of first sight), column names in order."""
+
+    ids: dict[str, int] = field(default_factory=dict)
+    columns: dict[str, None] = field(default_factory=dict)
+
+
+
+
+def _write(tmp: Path, batches: Iterator[Batch], source: Path) -> None:
     """Every batch checked and appended; InputError on the first problem (the caller's
     aside directory is then removed: nothing is written)."""
     seen = _Seen()
@@ -321,7 +187,7 @@ def _write(tmp: Path, batches: Iterator[_Batch], source: Path) -> None:
                                                    protocol=pickle.HIGHEST_PROTOCOL))
 
 
-def _checked(source: Path, batch: _Batch, seen: _Seen, rest: Iterator[_Batch], first: bool
+def _checked(source: Path, batch: Batch, seen: _Seen, rest: Iterator[Batch], first: bool
              ) -> tuple[list[str], list[str]]:
     """The batch's doc_ids and texts, checked; the first problem raised as InputError."""
     seen.columns.update(dict.fromkeys(batch.columns))
@@ -336,9 +202,8 @@ def _checked(source: Path, batch: _Batch, seen: _Seen, rest: Iterator[_Batch], f
             probs.add(pos, "doc_id", f"duplicate doc_id {d!r} (first at row {seen.ids[d]})")
             break
         seen.ids[d] = batch.rows[pos]
-    missing = [c for c in _REQUIRED if c not in seen.columns]
-    if missing and (probs.found or first):
-        _raise_missing_column(source, batch, seen, rest, missing)
+    if probs.found or first:
+        raise_missing_columns(source, batch, seen.columns, rest, _REQUIRED)
     probs.raise_first()
     if n:
         frame = pd.DataFrame({"doc_id": pd.Series(ids, dtype="str"), "text": pd.Series(texts, dtype="str")})
@@ -346,23 +211,7 @@ def _checked(source: Path, batch: _Batch, seen: _Seen, rest: Iterator[_Batch], f
     return ids, texts  # type: ignore[return-value]  # no None left: raise_first
 
 
-def _raise_missing_column(source: Path, batch: _Batch, seen: _Seen, rest: Iterator[_Batch],
-                          missing: list[str]) -> None:
-    """A required column absent so far. CSV and Parquet name their columns once (the
-    header); a JSONL record carries its own keys, so the column is missing only if no
-    later record has it — read on (this error's path only) before saying so."""
-    have = lambda: ", ".join(seen.columns) or "none"
-    if source.suffix.lower() != ".jsonl":
-        raise InputError(source, None, missing[0], f"missing required column in the header (columns found: {have()})")
-    first_row = batch.rows[0] if batch.rows else None
-    for later in rest:
-        seen.columns.update(dict.fromkeys(later.columns))
-    still = [c for c in missing if c not in seen.columns]
-    if still:
-        raise InputError(source, first_row, still[0], f"missing required column (columns found: {have()})")
-
-
-def _metadata_piece(batch: _Batch, name: str, n: int) -> pd.Series:
+def _metadata_piece(batch: Batch, name: str, n: int) -> pd.Series:
     if name in batch.typed:
         return batch.typed[name].reset_index(drop=True)
     return pd.Series(batch.columns.get(name, [None] * n), dtype=object)
