@@ -99,13 +99,16 @@ _COLUMNS = ("chunk_id", "doc_id", "char_start", "char_end")
 
 
 def _load_chunks(
-    data_dir: Path, corpus: pd.DataFrame, size: int, overlap: int, batch_bytes: int = BATCH_BYTES
+    data_dir: Path, corpus: pd.DataFrame, size: int, overlap: int, batch_bytes: int = BATCH_BYTES,
+    doc_lengths: pd.Series | None = None,
 ) -> tuple[pd.DataFrame, dict[str, str]]:
+    """`doc_lengths`: doc_id → text length, when known without reading the texts (the
+    corpus store keeps them); else measured from `corpus`."""
     path = find_table(data_dir, "chunks", required=False)
     if path is None:
         return chunk_corpus(corpus, size, overlap), {}
     digest = file_md5s([path])[0]
-    checks = _ChunkChecks(path, corpus)
+    checks = _ChunkChecks(path, corpus, doc_lengths)
     batches = table_batches(path, batch_bytes)
     columns: dict[str, None] = {}
     for i, batch in enumerate(batches):
@@ -129,11 +132,13 @@ class _ChunkChecks:
     chunk_id repeated across batches is found over 64-bit hashes of every id read so far
     (`raise_duplicate`: ~80 MB at 10M chunks, not a set of every id as Python strings)."""
 
-    def __init__(self, path: Path, corpus: pd.DataFrame) -> None:
+    def __init__(self, path: Path, corpus: pd.DataFrame, doc_lengths: pd.Series | None) -> None:
         self.path, self.lenient = path, path.suffix.lower() == ".csv"
         # Lengths for the range checks; a text only for a row that gives its own (the corpus
         # is memory-mapped: tasks/io/load/corpus_store.py).
-        self.doc_len = dict(zip(corpus["doc_id"].tolist(), corpus["text"].str.len().tolist()))
+        if doc_lengths is None:
+            doc_lengths = pd.Series(corpus["text"].str.len().to_numpy(), index=corpus["doc_id"].tolist())
+        self.doc_len = dict(zip(doc_lengths.index.tolist(), doc_lengths.tolist()))
         self.texts = DocumentTexts(corpus)
         self.parts: dict[str, list[pa.Array]] = {c: [] for c in _COLUMNS}
         self.id_hashes: list[np.ndarray] = []

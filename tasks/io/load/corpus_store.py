@@ -14,7 +14,8 @@ again from the files. What a run holds is `StoredCorpus`: the entry's path. Its
 Arrow strings: zero-copy), so the corpus costs disk and page cache, not heap. Each
 document's text hash (tasks/core/corpus_identity.py) is computed in the batch that read
 it, while its text is at hand, and kept beside the texts; metadata columns (small) are
-kept as a pickled table.
+kept as a pickled table. The texts are one file of UTF-8 and one of offsets, mapped as a
+single Arrow array: taking rows from it copies only those rows' texts.
 """
 
 from __future__ import annotations
@@ -43,12 +44,18 @@ from ragspan.tasks.io.load.files import (
 from ragspan.tasks.io.load.problems import _Problems, _strings, _validate_schema
 from ragspan.tasks.io.store import dir_store
 
-FORMAT = "corpus-store-1"  # bump when the files below change
-TEXTS_FILE = "documents.arrow"  # doc_id, text (large_string), one record batch per read batch
+FORMAT = "corpus-store-3"  # bump when the files below change
+# Every text's UTF-8, one after the other, and where each starts: mapped as ONE Arrow
+# large_string array. One array, not one per read batch: pandas takes rows from a chunked
+# Arrow column by first concatenating its chunks — a copy of every text onto the heap.
+TEXTS_FILE = "texts.bin"
+OFFSETS_FILE = "offsets.bin"  # int64 little-endian, documents + 1: byte offsets into TEXTS_FILE
+IDS_FILE = "doc_ids.arrow"  # doc_id (large_string), corpus order
 HASHES_FILE = "text_hashes.npy"  # uint64 per document, corpus order
+LENGTHS_FILE = "text_lengths.npy"  # int64 per document (characters): range checks read no text
 METADATA_FILE = "metadata.pickle"  # the metadata columns (pandas-typed), corpus order
 _REQUIRED = ("doc_id", "text")
-_SCHEMA = pa.schema([("doc_id", pa.large_string()), ("text", pa.large_string())])
+_IDS_SCHEMA = pa.schema([("doc_id", pa.large_string())])
 
 
 @dataclass(frozen=True)
@@ -59,23 +66,33 @@ class StoredCorpus:
 
     def frame(self) -> pd.DataFrame:
         """doc_id, text, metadata columns; the texts memory-mapped (zero-copy)."""
-        texts = (self.path / TEXTS_FILE).stat()
+        texts = (self.path / OFFSETS_FILE).stat()
         return _frame(str(self.path), texts.st_ino, texts.st_mtime_ns)  # an entry written anew: mapped anew
 
     def text_hashes(self) -> np.ndarray:
         """One uint64 per document (tasks/core/corpus_identity.text_hashes), corpus order."""
         return np.load(self.path / HASHES_FILE)
 
+    def text_lengths(self) -> pd.Series:
+        """doc_id → the text's length in characters, without reading a text."""
+        return pd.Series(np.load(self.path / LENGTHS_FILE), index=self.frame()["doc_id"].tolist())
+
     def exists(self) -> bool:
-        return (self.path / TEXTS_FILE).is_file()
+        return (self.path / OFFSETS_FILE).is_file()
 
 
 @lru_cache(maxsize=4)
 def _frame(path: str, *_file_identity: int) -> pd.DataFrame:
-    # The table's buffers are the mapped file's pages; the map lives as long as the frame.
-    texts = pa.ipc.open_file(pa.memory_map(str(Path(path) / TEXTS_FILE))).read_all().to_pandas()
-    metadata: pd.DataFrame = pickle.loads((Path(path) / METADATA_FILE).read_bytes())
-    return pd.concat([texts, metadata], axis=1) if len(metadata.columns) else texts
+    # The text column's buffers are the mapped files' pages (zero-copy); the maps live as
+    # long as the frame.
+    where = Path(path)
+    ids = pa.ipc.open_file(pa.memory_map(str(where / IDS_FILE))).read_all().column("doc_id").combine_chunks()
+    offsets = pa.memory_map(str(where / OFFSETS_FILE)).read_buffer()
+    data = pa.memory_map(str(where / TEXTS_FILE)).read_buffer() if (where / TEXTS_FILE).stat().st_size else pa.py_buffer(b"")
+    texts = pa.LargeStringArray.from_buffers(len(ids), offsets, data)
+    table = pa.table({"doc_id": ids, "text": texts}).to_pandas()
+    metadata: pd.DataFrame = pickle.loads((where / METADATA_FILE).read_bytes())
+    return pd.concat([table, metadata], axis=1) if len(metadata.columns) else table
 
 
 def corpus_files(data_dir: Path) -> tuple[Path | None, list[Path]]:
@@ -162,17 +179,25 @@ def _write(tmp: Path, batches: Iterator[Batch], source: Path) -> None:
     aside directory is then removed: nothing is written)."""
     seen = _Seen()
     hashes: list[np.ndarray] = []
+    lengths: list[np.ndarray] = []
     metadata: dict[str, list[pd.Series]] = {}  # per column, one piece per batch
-    count, is_csv = 0, False
-    with pa.ipc.new_file(str(tmp / TEXTS_FILE), _SCHEMA) as out:
+    count, is_csv, at = 0, False, 0
+    with (pa.ipc.new_file(str(tmp / IDS_FILE), _IDS_SCHEMA) as out_ids, open(tmp / TEXTS_FILE, "wb") as out_texts,
+          open(tmp / OFFSETS_FILE, "wb") as out_offsets):
+        out_offsets.write(np.zeros(1, dtype="<i8").tobytes())
         for i, batch in enumerate(batches):
             is_csv = batch.csv
             ids, texts = _checked(source, batch, seen, batches, first=i == 0)
             if not ids:
                 continue
-            out.write_batch(pa.record_batch([pa.array(ids, pa.large_string()), pa.array(texts, pa.large_string())],
-                                            schema=_SCHEMA))
+            out_ids.write_batch(pa.record_batch([pa.array(ids, pa.large_string())], schema=_IDS_SCHEMA))
+            encoded = [t.encode("utf-8") for t in texts]  # no lone surrogate: refused when read
+            out_texts.write(b"".join(encoded))
+            ends = at + np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)))
+            out_offsets.write(ends.astype("<i8").tobytes())
+            at = int(ends[-1])
             hashes.append(text_hashes(texts))
+            lengths.append(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)))
             for name in seen.columns:
                 if name in _REQUIRED:
                     continue
@@ -183,6 +208,7 @@ def _write(tmp: Path, batches: Iterator[Batch], source: Path) -> None:
     if count == 0:
         raise InputError(source, None, None, "no documents")
     np.save(tmp / HASHES_FILE, np.concatenate(hashes))
+    np.save(tmp / LENGTHS_FILE, np.concatenate(lengths))
     (tmp / METADATA_FILE).write_bytes(pickle.dumps(_metadata_frame(metadata, is_csv),
                                                    protocol=pickle.HIGHEST_PROTOCOL))
 

@@ -223,7 +223,7 @@ def _read_base(data_dir: Path, chunk_size: int, chunk_overlap: int
     files: dict[str, str] = {}
     stored, h = stored_corpus(data_dir)
     files.update(h)
-    chunks, h = _load_chunks(data_dir, stored.frame(), chunk_size, chunk_overlap)
+    chunks, h = _load_chunks(data_dir, stored.frame(), chunk_size, chunk_overlap, doc_lengths=stored.text_lengths())
     files.update(h)
     questions, h = _load_questions(data_dir)
     files.update(h)
