@@ -27,8 +27,8 @@ from ragspan.tasks.steps.corpus_search import (
     search_rows,
 )
 
-WORDS = ("river delta harbour granite basalt orchard vineyard glacier meadow canyon lagoon plateau "
-         "volcano tundra savanna estuary marsh fjord steppe archipelago").split()
+WORDS = ["river", "delta", "harbour", "granite", "basalt", "orchard", "vineyard", "glacier", "meadow", "canyon",
+         "lagoon", "plateau", "volcano", "tundra", "savanna", "estuary", "marsh", "fjord", "steppe", "archipelago"]
 
 
 def _sentence(rng: np.random.Generator, n: int) -> str:
@@ -137,7 +137,7 @@ def test_an_appended_sentence_tokenises_each_documents_last_chunk(base, tmp_path
 
 
 def test_documents_added_removed_rechunked_and_renamed(base, tmp_path):
-    corpus, chunks, root, _ = base
+    corpus, _, root, _ = base
     extra, _ = _corpus(3, seed=9)
     extra["doc_id"] = ["n1", "n2", "n3"]
     extra.loc[0, "text"] = "Quokka burrow near the estuary.  " + extra.loc[0, "text"]
@@ -178,7 +178,7 @@ def test_a_damaged_previous_index_is_not_used(base, tmp_path, capfd):
 
 
 def test_an_older_format_is_passed_over_in_silence(base, tmp_path, capfd, monkeypatch):
-    corpus, chunks, root, first = base
+    _, _, root, first = base
     monkeypatch.setattr(ib, "INDEX_FORMAT", "tantivy-next")
     capfd.readouterr()
     assert ib.previous_index(ib.DirStore(root, "corpus index"), "other") is None
