@@ -178,14 +178,38 @@ def _previous_rows(chunk_id: np.ndarray, doc_id: np.ndarray, start: np.ndarray, 
         return np.full(len(chunk_id), -1, dtype=np.int64)
     rows = pd.Index(previous.column("chunk_id").to_numpy(zero_copy_only=False)).get_indexer(chunk_id)
     found = np.flatnonzero(rows >= 0)
-    at = pa.array(rows[found])
-    same = (previous.column("doc_hash").take(at).to_numpy() == doc_hash[found]) \
-        & (previous.column("doc_id").take(at).to_numpy(zero_copy_only=False) == doc_id[found]) \
-        & (previous.column("char_start").take(at).to_numpy() == start[found]) \
-        & (previous.column("char_end").take(at).to_numpy() == end[found])
+    at = rows[found]
+
+    def column(name: str) -> np.ndarray:
+        return previous.column(name).to_numpy(zero_copy_only=False)[at]
+
+    same = (column("doc_hash") == doc_hash[found]) & (column("doc_id") == doc_id[found]) \
+        & (column("char_start") == start[found]) & (column("char_end") == end[found])
     out = np.full(len(chunk_id), -1, dtype=np.int64)
     out[found[same]] = rows[found[same]]
     return out
+
+
+class PreviousRows:
+    """The previous index's chunks.arrow, its rows taken record batch by record batch: a
+    table's `take` concatenates every chunk of a column first (O(file) per call)."""
+
+    def __init__(self, table: pa.Table):
+        self.table = table
+        self._batches = table.to_batches()
+        self._starts = np.cumsum([0] + [b.num_rows for b in self._batches])
+
+    def take(self, rows: np.ndarray, columns: list[str]) -> pa.Table:
+        """These rows (in this order) of these columns."""
+        rows = np.asarray(rows, dtype=np.int64)
+        which = np.searchsorted(self._starts, rows, side="right") - 1
+        order = np.argsort(which, kind="stable")
+        parts = [self._batches[b].select(columns).take(pa.array(rows[order[which[order] == b]] - self._starts[b]))
+                 for b in np.unique(which)]
+        taken = pa.Table.from_batches(parts, schema=self.table.select(columns).schema)
+        back = np.empty(len(rows), dtype=np.int64)
+        back[order] = np.arange(len(rows))
+        return taken.take(pa.array(back)) if len(parts) > 1 else taken
 
 
 # -- rows made anew --------------------------------------------------------------------------------
@@ -195,28 +219,28 @@ class KnownTerms:
     """The previous index's terms by chunk text: text hash → its first row, the texts
     compared before a row's terms are reused (a 64-bit collision is never trusted)."""
 
-    def __init__(self, previous: pa.Table | None):
+    def __init__(self, previous: PreviousRows | None):
         self._previous = previous
         self._index: pd.Index | None = None
         self._rows = np.zeros(0, dtype=np.int64)
 
     def rows_of(self, hashes: np.ndarray, texts: list[str]) -> np.ndarray:
         """Per text, a previous row holding that very text, else -1."""
-        if self._previous is None or self._previous.num_rows == 0 or not len(hashes):
+        if self._previous is None or self._previous.table.num_rows == 0 or not len(hashes):
             return np.full(len(hashes), -1, dtype=np.int64)
         if self._index is None:
-            all_hashes = self._previous.column("text_hash").to_numpy()
+            all_hashes = self._previous.table.column("text_hash").to_numpy()
             first = ~pd.Index(all_hashes).duplicated()
             self._index, self._rows = pd.Index(all_hashes[first]), np.flatnonzero(first)
         at = self._index.get_indexer(hashes)
         rows = np.where(at >= 0, self._rows[np.maximum(at, 0)], -1)
         found = np.flatnonzero(rows >= 0)
-        held = self._previous.column("text").take(pa.array(rows[found])).to_pylist()
+        held = self._previous.take(rows[found], ["text"]).column("text").to_pylist()
         rows[found[[h != texts[i] for h, i in zip(held, found)]]] = -1
         return rows
 
     def terms(self, rows: np.ndarray) -> list[str]:
-        return self._previous.column("terms").take(pa.array(rows)).to_pylist() if len(rows) else []
+        return self._previous.take(rows, ["terms"]).column("terms").to_pylist() if len(rows) else []
 
 
 @dataclass
@@ -264,7 +288,7 @@ def _prepared(plan: RowPlan, lo: int, hi: int, corpus: pd.DataFrame, known: Know
     return _Batch(lo, hi, kept, prev[kept], new, columns, hashes, known_rows, tokenise(unknown))
 
 
-def _batch_table(plan: RowPlan, batch: _Batch, previous: pa.Table | None, known: KnownTerms) -> pa.Table:
+def _batch_table(plan: RowPlan, batch: _Batch, previous: PreviousRows | None, known: KnownTerms) -> pa.Table:
     """The batch's rows in table order: kept rows taken from the previous index, new ones
     made, interleaved back into place."""
     rows = batch.new + batch.lo
@@ -279,7 +303,7 @@ def _batch_table(plan: RowPlan, batch: _Batch, previous: pa.Table | None, known:
     }, schema=ROW_SCHEMA)
     if not len(batch.kept):
         return made
-    taken = previous.select(ROW_SCHEMA.names).take(pa.array(batch.previous_rows))
+    taken = previous.take(batch.previous_rows, ROW_SCHEMA.names)
     place = np.empty(batch.hi - batch.lo, dtype=np.int64)
     place[batch.kept] = np.arange(len(batch.kept))
     place[batch.new] = len(batch.kept) + np.arange(len(batch.new))
@@ -333,7 +357,8 @@ def rows_to_tokenise(plan: RowPlan) -> int:
     return int((plan.previous_row < 0).sum())
 
 
-def write_index(tmp: Path, plan: RowPlan, corpus: pd.DataFrame, previous: pa.Table | None) -> tuple[int, int, int]:
+def write_index(tmp: Path, plan: RowPlan, corpus: pd.DataFrame, previous: PreviousRows | None
+                ) -> tuple[int, int, int]:
     """The index's files into `tmp` (renamed into place by the store), batch by batch;
     (kept, looked up, tokenised) rows."""
     (tmp / "tantivy").mkdir()
@@ -359,7 +384,7 @@ def write_index(tmp: Path, plan: RowPlan, corpus: pd.DataFrame, previous: pa.Tab
     return int(counts[0]), int(counts[1]), int(counts[2])
 
 
-def _write_batch(batch: _Batch, plan: RowPlan, previous: pa.Table | None, known: KnownTerms,
+def _write_batch(batch: _Batch, plan: RowPlan, previous: PreviousRows | None, known: KnownTerms,
                  out: pa.ipc.RecordBatchFileWriter, writer: tantivy.IndexWriter) -> np.ndarray:
     """The batch's rows into chunks.arrow and tantivy (row = its place in the file);
     (kept, looked up, tokenised) rows."""
@@ -401,8 +426,8 @@ def build_in_store(store: DirStore, name: str, chunks: pd.DataFrame, corpus: pd.
     unchanged rows from the previous index. Another process may win the race: its index is
     identical, and kept."""
     previous_dir = previous_index(store, name)
-    previous = read_rows(previous_dir) if previous_dir is not None else None
-    plan = row_plan(chunks, corpus, doc_hashes, previous)
+    previous = PreviousRows(read_rows(previous_dir)) if previous_dir is not None else None
+    plan = row_plan(chunks, corpus, doc_hashes, previous.table if previous else None)
     counts: list[int] = []
     path = store.write_dir(name, lambda tmp: counts.extend(write_index(tmp, plan, corpus, previous)), replace=False)
     kept, looked_up, tokenised = counts or (0, 0, 0)
