@@ -13,6 +13,12 @@ search releases the GIL, so shards searching side by side use both cores.
 Store: `<state>/index/<hash>/`, the store layer's directory store `indexes`
 (tasks/io/store.py): built aside, sealed, renamed into place; checked whenever it is
 opened (a damaged index is moved aside and built again); no room is DiskFull.
+
+Building (tasks/steps/index_build.py): a new snapshot's index takes the rows of every
+document whose hash is unchanged from the most recently used whole index, looks up the
+terms of chunk texts it already held, tokenises only the rest, and writes tantivy anew
+from the rows' terms — the same files a fresh build writes (docs/decisions.md #57).
+`index_build` says what it did (rows kept, looked up, tokenised).
 """
 
 from __future__ import annotations
