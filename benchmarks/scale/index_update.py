@@ -9,7 +9,8 @@ documents with a sentence appended). Its tables are read and validated once
 that unpickles them (load_s) and builds the index into a fresh temporary state dir
 (cold), then the docs-changed tables into the same one (changed). Printed per build: the
 build's wall seconds (`build_s`, the tables' document hashes included, as a run without a
-kept inputs entry computes them), the peak RSS of the child's process tree (its tokenising
+kept inputs entry computes them) and CPU seconds (`cpu_s`: its process and its tokenising
+workers; on a loaded machine the steadier figure), the peak RSS of the child's process tree (its tokenising
 workers included) and of the largest process, and what was kept / looked up / tokenised
 (this code only) and the child's RSS with the tables loaded, before the build (rss_loaded_mb:
 the peak less this is the build's own). `--base PKG` runs the same children on another code (a directory holding
@@ -23,6 +24,7 @@ import argparse
 import json
 import os
 import pickle
+import resource
 import shutil
 import statistics
 import sys
@@ -45,7 +47,7 @@ def _child(tables: Path, root: Path) -> None:
     rss_loaded = psutil.Process().memory_info().rss / 2**20  # the tables in memory, before the build
     from ragspan.tasks.steps import corpus_search
 
-    t1 = time.perf_counter()
+    t1, cpu1 = time.perf_counter(), _cpu_s()
     report: dict = {}
     if hasattr(corpus_search, "index_build"):
         b = corpus_search.index_build(corpus_search._Tables(chunks, corpus), root)
@@ -53,9 +55,15 @@ def _child(tables: Path, root: Path) -> None:
     else:  # the code before: the whole index built again
         corpus_search.build_index_dir(chunks, corpus, root)
         report = {"tokenised": len(chunks), "rows": len(chunks)}
-    build_s = time.perf_counter() - t1
-    print(json.dumps({"load_s": round(load_s, 2), "build_s": round(build_s, 2),
+    build_s, cpu_s = time.perf_counter() - t1, _cpu_s() - cpu1
+    print(json.dumps({"load_s": round(load_s, 2), "build_s": round(build_s, 2), "cpu_s": round(cpu_s, 2),
                       "rss_loaded_mb": round(rss_loaded), **report}))
+
+
+def _cpu_s() -> float:
+    """User + system seconds of this process and of its ended children (tokenising workers)."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def _tables(ws: Path, out: Path) -> Path:
@@ -104,13 +112,14 @@ def _median(ms: list[dict], key: str) -> float:
 
 def _print_medians(ws: str, rows: dict) -> None:
     print(f"\n{ws}: medians of {len(next(iter(rows.values()))['cold'])}")
-    print(f"{'code':6}{'build':8}{'build_s':>9}{'peak MB':>9}{'largest':>9}{'tokenised':>11}{'kept':>9}"
+    print(f"{'code':6}{'build':8}{'build_s':>9}{'cpu_s':>8}{'peak MB':>9}{'largest':>9}{'tokenised':>11}{'kept':>9}"
           f"{'changed/cold':>14}{'load1':>7}")
     for code, kinds in rows.items():
         cold_s = _median(kinds["cold"], "build_s")
         for kind, ms in kinds.items():
             ratio = _median(ms, "build_s") / cold_s
-            print(f"{code:6}{kind:8}{_median(ms, 'build_s'):9.2f}{_median(ms, 'peak_rss_mb'):9.0f}"
+            print(f"{code:6}{kind:8}{_median(ms, 'build_s'):9.2f}{_median(ms, 'cpu_s'):8.1f}"
+                  f"{_median(ms, 'peak_rss_mb'):9.0f}"
                   f"{_median(ms, 'peak_rss_largest_mb'):9.0f}{_median(ms, 'tokenised'):11.0f}"
                   f"{_median(ms, 'kept'):9.0f}{ratio:14.2f}{_median(ms, 'load1'):7.1f}")
 

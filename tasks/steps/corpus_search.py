@@ -24,7 +24,7 @@ from the rows' terms — the same files a fresh build writes (docs/decisions.md 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Protocol
 
@@ -108,7 +108,7 @@ class _Tables:
     corpus: pd.DataFrame
     inputs_key: str = ""
 
-    @property
+    @cached_property  # the index's name and its build both read it
     def document_hashes(self) -> pd.Series:
         return corpus_document_hashes(self.chunks, self.corpus)
 
