@@ -399,20 +399,13 @@ def _write_batch(batch: _Batch, plan: RowPlan, previous: PreviousRows | None, kn
 def previous_index(store: DirStore, name: str) -> Path | None:
     """The most recently used whole index of the store other than `name`: an older format is
     passed over (not damage); a damaged one is moved aside, one warning line, never read."""
-    for path in sorted(store.names(), key=_mtime, reverse=True):
+    for path in store.names_by_use():
         if path.name == name or not path.is_dir() or check_format(path) is not None:
             continue
         found = store.checked_dir(path.name, "not reused: the index is built without it", check_format, mark=False)
         if found is not None:
             return found
     return None
-
-
-def _mtime(p: Path) -> float:
-    try:
-        return p.stat().st_mtime
-    except FileNotFoundError:
-        return 0.0
 
 
 def read_rows(index_dir: Path) -> pa.Table:
