@@ -193,6 +193,10 @@ class DirStore:
             return []
         return sorted(p for p in self.root.glob(self.pattern) if not p.name.startswith("."))
 
+    def names_by_use(self) -> list[Path]:
+        """The entries, the most recently used first (a read touches its entry)."""
+        return sorted(self.names(), key=_mtime, reverse=True)
+
     def entries(self, key: str = "") -> list[Entry]:
         out = []
         for p in self.names():
