@@ -28,12 +28,14 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Protocol
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import tantivy
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 from ragspan.tasks.core import schemas
+from ragspan.tasks.core.arrow_rows import BatchedRows
 from ragspan.tasks.core.corpus_identity import corpus_document_hashes, snapshot_digest
 from ragspan.tasks.io import heal
 from ragspan.tasks.io.inputs_cache import kept_with_inputs
@@ -132,26 +134,32 @@ def index_build(source: ChunkSource, root: Path) -> IndexBuild:
 
 
 @lru_cache(maxsize=4)
-def _load(index_dir: str) -> tuple[tantivy.Searcher, tantivy.Schema, pa.Table]:
+def _load(index_dir: str) -> tuple[tantivy.Searcher, tantivy.Schema, BatchedRows]:
     index = tantivy.Index.open(str(Path(index_dir) / "tantivy"))
     index.reload()
     # Zero-copy: the table's buffers are the mapped file's pages, read on demand; the map
-    # stays open as long as the table (cached here) lives.
-    return index.searcher(), index.schema, read_rows(Path(index_dir))
+    # stays open as long as the table (cached here) lives. Rows are taken per record batch.
+    return index.searcher(), index.schema, BatchedRows(read_rows(Path(index_dir)))
 
 
 def index_chunks(index_dir: str) -> pa.Table:
     """Every indexed chunk (chunk_id, doc_id, char_start, char_end, text, gaps, hashes,
     terms: index_build.ROW_SCHEMA), memory-mapped:
     where each chunk sits in its document (tasks/steps/boundary.py joins neighbours)."""
-    return _load(index_dir)[2]
+    return _load(index_dir)[2].table
+
+
+def index_rows(index_dir: str, rows: np.ndarray | list[int], columns: list[str]) -> pa.Table:
+    """These rows (in this order) of these columns of the index's chunk table, read from
+    the record batches holding them (never a copy of the whole table)."""
+    return _load(index_dir)[2].take(rows, columns)
 
 
 def chunk_rows(index_dir: str, rows: list[int]) -> dict[int, tuple[str, str, int, str]]:
     """row → (chunk_id, doc_id, char_start, text) for just these rows of the index."""
     if not rows:
         return {}
-    meta = _load(index_dir)[2].take(pa.array(rows, type=pa.int64()))
+    meta = index_rows(index_dir, rows, ["chunk_id", "doc_id", "char_start", "text"])
     cols = [meta.column(c).to_pylist() for c in ("chunk_id", "doc_id", "char_start", "text")]
     return dict(zip(rows, zip(*cols)))
 
@@ -187,7 +195,7 @@ def hits_for_claims(claims: pd.DataFrame, retrieved_chunks: dict[str, set[str]],
     rows: list[dict] = []
     if top_k == 0 or claims.empty:
         return schemas.table(rows, schemas.Passages)
-    n = _load(index_dir)[2].num_rows
+    n = index_chunks(index_dir).num_rows
     recs = claims.to_dict("records")
     widest = max((len(retrieved_chunks.get(c["question_id"], ())) for c in recs), default=0)
     k = min(n, top_k + widest)

@@ -38,6 +38,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import tantivy
+from ragspan.tasks.core.arrow_rows import BatchedRows
 from ragspan.tasks.core.chunk_split import MAX_GAP
 from ragspan.tasks.core.corpus_identity import text_hashes
 from ragspan.tasks.core.text import content_norms
@@ -190,26 +191,7 @@ def _previous_rows(chunk_id: np.ndarray, doc_id: np.ndarray, start: np.ndarray, 
     return out
 
 
-class PreviousRows:
-    """The previous index's chunks.arrow, its rows taken record batch by record batch: a
-    table's `take` concatenates every chunk of a column first (O(file) per call)."""
 
-    def __init__(self, table: pa.Table):
-        self.table = table
-        self._batches = table.to_batches()
-        self._starts = np.cumsum([0] + [b.num_rows for b in self._batches])
-
-    def take(self, rows: np.ndarray, columns: list[str]) -> pa.Table:
-        """These rows (in this order) of these columns."""
-        rows = np.asarray(rows, dtype=np.int64)
-        which = np.searchsorted(self._starts, rows, side="right") - 1
-        order = np.argsort(which, kind="stable")
-        parts = [self._batches[b].select(columns).take(pa.array(rows[order[which[order] == b]] - self._starts[b]))
-                 for b in np.unique(which)]
-        taken = pa.Table.from_batches(parts, schema=self.table.select(columns).schema)
-        back = np.empty(len(rows), dtype=np.int64)
-        back[order] = np.arange(len(rows))
-        return taken.take(pa.array(back)) if len(parts) > 1 else taken
 
 
 # -- rows made anew --------------------------------------------------------------------------------
@@ -219,7 +201,7 @@ class KnownTerms:
     """The previous index's terms by chunk text: text hash → its first row, the texts
     compared before a row's terms are reused (a 64-bit collision is never trusted)."""
 
-    def __init__(self, previous: PreviousRows | None):
+    def __init__(self, previous: BatchedRows | None):
         self._previous = previous
         self._index: pd.Index | None = None
         self._rows = np.zeros(0, dtype=np.int64)
@@ -288,7 +270,7 @@ def _prepared(plan: RowPlan, lo: int, hi: int, corpus: pd.DataFrame, known: Know
     return _Batch(lo, hi, kept, prev[kept], new, columns, hashes, known_rows, tokenise(unknown))
 
 
-def _batch_table(plan: RowPlan, batch: _Batch, previous: PreviousRows | None, known: KnownTerms) -> pa.Table:
+def _batch_table(plan: RowPlan, batch: _Batch, previous: BatchedRows | None, known: KnownTerms) -> pa.Table:
     """The batch's rows in table order: kept rows taken from the previous index, new ones
     made, interleaved back into place."""
     rows = batch.new + batch.lo
@@ -357,7 +339,7 @@ def rows_to_tokenise(plan: RowPlan) -> int:
     return int((plan.previous_row < 0).sum())
 
 
-def write_index(tmp: Path, plan: RowPlan, corpus: pd.DataFrame, previous: PreviousRows | None
+def write_index(tmp: Path, plan: RowPlan, corpus: pd.DataFrame, previous: BatchedRows | None
                 ) -> tuple[int, int, int]:
     """The index's files into `tmp` (renamed into place by the store), batch by batch;
     (kept, looked up, tokenised) rows."""
@@ -384,7 +366,7 @@ def write_index(tmp: Path, plan: RowPlan, corpus: pd.DataFrame, previous: Previo
     return int(counts[0]), int(counts[1]), int(counts[2])
 
 
-def _write_batch(batch: _Batch, plan: RowPlan, previous: PreviousRows | None, known: KnownTerms,
+def _write_batch(batch: _Batch, plan: RowPlan, previous: BatchedRows | None, known: KnownTerms,
                  out: pa.ipc.RecordBatchFileWriter, writer: tantivy.IndexWriter) -> np.ndarray:
     """The batch's rows into chunks.arrow and tantivy (row = its place in the file);
     (kept, looked up, tokenised) rows."""
@@ -419,7 +401,7 @@ def build_in_store(store: DirStore, name: str, chunks: pd.DataFrame, corpus: pd.
     unchanged rows from the previous index. Another process may win the race: its index is
     identical, and kept."""
     previous_dir = previous_index(store, name)
-    previous = PreviousRows(read_rows(previous_dir)) if previous_dir is not None else None
+    previous = BatchedRows(read_rows(previous_dir)) if previous_dir is not None else None
     plan = row_plan(chunks, corpus, doc_hashes, previous.table if previous else None)
     counts: list[int] = []
     path = store.write_dir(name, lambda tmp: counts.extend(write_index(tmp, plan, corpus, previous)), replace=False)
