@@ -14,9 +14,9 @@ harness (harness.py), as a user types it:
    5 % of the documents: the corpus store and the index are updated, the answers reused).
 
 Per size: chunks; preparation seconds (before the flow's first step — interpreter, imports,
-the CLI's check, server start — plus the flow's `load` and `build-index` steps, from the
-harness.s `<out>-timings.jsonl`; `corpus_identity`, the hashes, too); cold wall and CPU seconds; peak RSS of the process tree
-and of its largest process; the re-run's wall and CPU seconds and their ratio to cold; per
+the CLI's check, server start — plus the flow's `load`, `corpus_identity` and `build-index`
+steps: read, hash, index; from the harness's `<out>-timings.jsonl`); cold wall and CPU
+seconds; peak RSS of the process tree and of its largest process; the re-run's wall and CPU seconds and their ratio to cold; per
 chunk: cold and preparation µs, peak RSS bytes, input bytes. `--check` adds a cold run of
 WS/docs-changed in a fresh state dir and compares its results with the re-run's
 (scenarios.py's check: tables with pandas `equals`, metrics.json): exit status 1 when they
