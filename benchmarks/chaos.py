@@ -424,6 +424,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, help="write the results here instead of benchmarks/results/")
     ap.add_argument("--ws", type=Path, help="the big-workspace scenarios on this generate.py workspace instead: "
                     "kills during preparation and during the incremental update (benchmarks/chaos_big.py)")
+    ap.add_argument("--prefect-api", help="with --ws: a running Prefect server's API URL instead of starting one")
     ap.add_argument("--kills", type=int, default=4, help="with --ws: how many kills (preparation and update in turn)")
     a = ap.parse_args(argv)
     if a.ws:
@@ -493,8 +494,11 @@ def big_main(a: argparse.Namespace) -> int:
     work = Path(a.work) if a.work else Path(tempfile.mkdtemp(prefix="ragspan-chaos-big-"))
     work.mkdir(parents=True, exist_ok=True)
     bench = Bench(work, a.ws.resolve(), a.seed, local_judge=True)
+    if a.prefect_api:  # the tests' session server: no start of our own
+        bench.api = bench.env["PREFECT_API_URL"] = a.prefect_api
     try:
-        bench.prefect.start()
+        if not a.prefect_api:
+            bench.prefect.start()
         result = chaos_big.run(bench, a.ws.resolve(), a.kills, a.seed)
     finally:
         bench.prefect.stop()
