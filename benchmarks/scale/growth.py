@@ -16,8 +16,8 @@ harness (harness.py), as a user types it:
 Per size: chunks; preparation seconds (before the flow's first step — interpreter, imports,
 the CLI's check, server start — plus the flow's `load`, `corpus_identity` and `build-index`
 steps: read, hash, index; from the harness's `<out>-timings.jsonl`); cold wall and CPU
-seconds; peak RSS of the process tree and of its largest process; the re-run's wall and CPU seconds and their ratio to cold; per
-chunk: cold and preparation µs, peak RSS bytes, input bytes. `--check` adds a cold run of
+seconds; peak RSS of the process tree and of its largest process; the re-run's wall and CPU
+seconds and their ratio to cold; per chunk: cold and preparation µs, peak RSS bytes, input bytes. `--check` adds a cold run of
 WS/docs-changed in a fresh state dir and compares its results with the re-run's
 (scenarios.py's check: tables with pandas `equals`, metrics.json): exit status 1 when they
 differ. JSON in benchmarks/results/growth-LABEL.json (or --json PATH).
@@ -102,10 +102,10 @@ def measure_size(ws: Path, work: Path, check: bool, ragspan: str = RAGSPAN) -> d
 
 
 def table(sizes: list[dict]) -> str:
-    lines = ["| chunks | format | preparation s | cold wall s | cold CPU s | peak RSS tree / largest MB "
-             "| 5 % docs wall s | × cold (wall / CPU) | µs per chunk (cold / prep) | RSS bytes per chunk "
-             "| input bytes per chunk |",
-             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    head = ("| chunks | format | preparation s | cold wall s | cold CPU s | peak RSS tree / largest MB "
+            "| 5 % docs wall s | × cold (wall / CPU) | µs per chunk (cold / prep) | RSS bytes per chunk "
+            "| input bytes per chunk |")
+    lines = [head, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in sizes:
         pc = r["per_chunk"]
         lines.append(f"| {r['chunks']:,} | {r['format']} | {r['preparation_s']} | {r['cold_wall_s']} "
@@ -129,14 +129,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--label", default="run", help="results name: benchmarks/results/growth-LABEL.json")
     ap.add_argument("--json", type=Path, default=None, help="write the results here instead")
     a = ap.parse_args(argv)
-    load_start = os.getloadavg()
-    sizes = [measure_size(ws.resolve(), a.work.resolve() / ws.resolve().name, a.check, a.ragspan) for ws in a.ws]
-    res = {"label": a.label, "cpus": os.cpu_count(), "ragspan": a.ragspan, "load_avg_start": load_start,
-           "load_avg_end": os.getloadavg(), "sizes": sizes}
-    print(table(sizes))
     dest = a.json or REPO / "benchmarks" / "results" / f"growth-{a.label}.json"
     dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_text(json.dumps(res, indent=2) + "\n")
+    res = {"label": a.label, "cpus": os.cpu_count(), "ragspan": a.ragspan, "load_avg_start": os.getloadavg(),
+           "sizes": []}
+    for ws in a.ws:  # the file rewritten after each size: a 10M size may take hours, the others are kept
+        res["sizes"].append(measure_size(ws.resolve(), a.work.resolve() / ws.resolve().name, a.check, a.ragspan))
+        res["load_avg_end"] = os.getloadavg()
+        dest.write_text(json.dumps(res, indent=2) + "\n")
+    sizes = res["sizes"]
+    print(table(sizes))
     print(f"\nwrote {dest}")
     return 1 if any(r.get("differs_from_cold") for r in sizes) else 0
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Self
 
 FORMATS = ("jsonl", "parquet")
 ROW_GROUP = 50_000  # rows per Parquet row group: ~120 MB of corpus text at most in a batch
@@ -41,7 +41,8 @@ class TableWriter:
         self.rows = 0
         self._batch: list[dict] = []
         self._pq: Any = None  # pyarrow.parquet.ParquetWriter, opened on the first row group
-        self._fh: IO[str] | None = None if self.parquet else open(path, "w", encoding="utf-8")
+        # open for the writer's life, closed by close() / the with block
+        self._fh: IO[str] | None = None if self.parquet else open(path, "w", encoding="utf-8")  # noqa: SIM115
 
     def write(self, row: dict) -> None:
         self.rows += 1
@@ -74,7 +75,7 @@ class TableWriter:
         if self._pq is not None:
             self._pq.close()
 
-    def __enter__(self) -> TableWriter:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
