@@ -16,7 +16,7 @@ Then the kills, alternating, each pair in a fresh state dir:
 | kill | what is killed | then |
 |---|---|---|
 | preparation | the cold run of WS, at a random moment of its preparation window | a run of WS: completes, identical to ref-base |
-| update | the run of WS/docs-changed after a complete run of WS, at a random moment of the update's window | a run of WS (the previous snapshot): completes, identical to ref-base, its index reused (build-index ≤ a quarter of the cold run's, the old index's files untouched); then a run of WS/docs-changed: completes, identical to ref-docs |
+| update | the run of WS/docs-changed after a complete run of WS, at a random moment of the update's window | a run of WS (the previous snapshot): completes, identical to ref-base, its index reused (build-index ≤ a quarter of the cold run's; the old index's and corpus store's files untouched); then a run of WS/docs-changed: completes, identical to ref-docs |
 
 "Identical": scenarios.py's check (every table equal with pandas `equals`, metrics.json
 equal). Every run after a kill must exit 0 with no traceback in its stderr. Writes
@@ -183,11 +183,15 @@ class BigChaos:
         return rows
 
 
+SNAPSHOT_STORES = ("index", "corpus")  # the state dir's index and (where the product has one) corpus store
+
+
 def index_files(state: Path) -> dict[str, tuple[int, int]]:
-    """{file under the state dir's index store: (size, mtime ns)}: what a rebuild would change."""
-    root = state / "index"
-    return {p.relative_to(root).as_posix(): (p.stat().st_size, p.stat().st_mtime_ns)
-            for p in root.rglob("*") if p.is_file()} if root.is_dir() else {}
+    """{file of the state dir's index and corpus stores: (size, mtime ns)}: what rewriting the
+    previous snapshot would change."""
+    return {p.relative_to(state).as_posix(): (p.stat().st_size, p.stat().st_mtime_ns)
+            for store in SNAPSHOT_STORES if (state / store).is_dir()
+            for p in (state / store).rglob("*") if p.is_file()}
 
 
 def passed(r: dict) -> bool:
