@@ -17,10 +17,11 @@ Per size: chunks; preparation seconds (before the flow's first step — interpre
 the CLI's check, server start — plus the flow's `load`, `corpus_identity` and `build-index`
 steps: read, hash, index; from the harness's `<out>-timings.jsonl`); cold wall and CPU
 seconds; peak RSS of the process tree and of its largest process; the re-run's wall and CPU
-seconds and their ratio to cold; per chunk: cold and preparation µs, peak RSS bytes, input bytes. `--check` adds a cold run of
-WS/docs-changed in a fresh state dir and compares its results with the re-run's
-(scenarios.py's check: tables with pandas `equals`, metrics.json): exit status 1 when they
-differ. JSON in benchmarks/results/growth-LABEL.json (or --json PATH).
+seconds and their ratio to cold; per chunk: cold and preparation µs, peak RSS bytes, input
+bytes; and between sizes, what each extra chunk cost (the answers are 10k at every size: the
+corpus's own share). `--check` adds a cold run of WS/docs-changed in a fresh state dir and
+compares its results with the re-run's (scenarios.py's check: tables with pandas `equals`,
+metrics.json): exit status 1 when they differ. JSON in benchmarks/results/growth-LABEL.json (or --json PATH).
 
 Targets (issue 34): 1M chunks: cold ≤ 180 s, preparation ≤ 45 s, peak RSS ≤ 3 GB, re-run ≤
 0.2× cold; 10M chunks: completes, peak RSS ≤ 6 GB. On a shared machine read CPU seconds and
@@ -30,6 +31,7 @@ ratios of one sitting; the load average is recorded at each run's end.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import shutil
@@ -79,6 +81,23 @@ def size_row(ws: Path, cold: dict, rerun: dict) -> dict:
             "rerun_peak_rss_mb": rerun["peak_rss_mb"], "per_chunk": per_chunk}
 
 
+def marginal_costs(sizes: list[dict]) -> list[dict]:
+    """Between consecutive sizes (by chunks): what each extra chunk cost — cold CPU and
+    preparation µs, peak RSS bytes. The answers are the same 10k at every size, so this,
+    not the per-chunk average, is the corpus's own share."""
+    out = []
+    ordered = sorted(sizes, key=lambda r: r["chunks"])
+    for a, b in itertools.pairwise(ordered):
+        extra = b["chunks"] - a["chunks"]
+        if extra <= 0:
+            continue
+        out.append({"from": a["chunks"], "to": b["chunks"],
+                    "cold_cpu_us": round((b["cold_cpu_s"] - a["cold_cpu_s"]) / extra * 1e6, 1),
+                    "preparation_us": round((b["preparation_s"] - a["preparation_s"]) / extra * 1e6, 1),
+                    "peak_rss_bytes": round((b["peak_rss_mb"] - a["peak_rss_mb"]) * 2**20 / extra)})
+    return out
+
+
 def _progress(name: str, row: dict) -> None:
     print(f"{name}: {json.dumps(row)}", file=sys.stderr, flush=True)
 
@@ -113,6 +132,9 @@ def table(sizes: list[dict]) -> str:
                      f"| {r['rerun_wall_s']} | {r['rerun_wall_x_cold']} / {r['rerun_cpu_x_cold']} "
                      f"| {pc['cold_wall_us']} / {pc['preparation_us']} | {pc['peak_rss_bytes']:,} "
                      f"| {pc['input_bytes']:,} |")
+    for m in marginal_costs(sizes):
+        lines.append(f"\n{m['from']:,} → {m['to']:,} chunks, per extra chunk: cold CPU {m['cold_cpu_us']} µs, "
+                     f"preparation {m['preparation_us']} µs, peak RSS {m['peak_rss_bytes']:,} bytes")
     for r in sizes:
         if "differs_from_cold" in r:
             lines.append(f"\n{r['chunks']:,} chunks: the re-run's results against a cold run of the new corpus "
@@ -136,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     for ws in a.ws:  # the file rewritten after each size: a 10M size may take hours, the others are kept
         res["sizes"].append(measure_size(ws.resolve(), a.work.resolve() / ws.resolve().name, a.check, a.ragspan))
         res["load_avg_end"] = os.getloadavg()
+        res["marginal"] = marginal_costs(res["sizes"])
         dest.write_text(json.dumps(res, indent=2) + "\n")
     sizes = res["sizes"]
     print(table(sizes))
