@@ -1,6 +1,12 @@
 """Synthetic but realistic ragspan workspaces for the scale benchmark.
 
     .venv/bin/python -m benchmarks.scale.generate --chunks 100000 --answers 10000 --out /tmp/ws
+    .venv/bin/python -m benchmarks.scale.generate --chunks 10000000 --answers 10000 --format parquet --out /tmp/ws10m
+
+Streamed: documents and chunk rows are written as they are made (tables.py: JSONL, or
+`--format parquet` in row groups), the corpus kept only as each chunk's pool-sentence
+indexes in one flat array (10M chunks: ~0.8 GB peak); a seed writes the same bytes as the
+in-memory version did. `--variants` picks the corpus variants (default both).
 
 Real sentences, recombined: the sentence pool is every sentence of the XQuAD paragraphs
 and ClapNQ passages in `../shared/data` (read at run time, never copied into the repo;
