@@ -254,13 +254,16 @@ def _new_columns(plan: RowPlan, rows: np.ndarray, corpus: pd.DataFrame) -> dict[
 
 
 def _gaps(docs: list[str], ranges: tuple[np.ndarray, np.ndarray], rows: np.ndarray) -> list[str | None]:
-    """The gap texts; None where the stretch is longer than MAX_GAP (not kept: gaps_between)."""
+    """The gap texts; None where the stretch is longer than MAX_GAP (not kept: gaps_between).
+    hi - lo is the gap's length: chunks lie inside their documents (the loader checks)."""
     return [None if hi - lo > MAX_GAP else t[lo:hi]
             for t, lo, hi in zip(docs, ranges[0][rows].tolist(), ranges[1][rows].tolist())]
 
 
 def _prepared(plan: RowPlan, lo: int, hi: int, corpus: pd.DataFrame, known: KnownTerms,
               tokenise: Callable[[list[str]], Future]) -> _Batch:
+    """Rows [lo, hi) made ready: the new rows' texts and gaps sliced, their terms looked up,
+    the rest sent to be tokenised."""
     prev = plan.previous_row[lo:hi]
     kept, new = np.flatnonzero(prev >= 0), np.flatnonzero(prev < 0)
     columns = _new_columns(plan, new + lo, corpus)
@@ -296,6 +299,7 @@ def _batch_table(plan: RowPlan, batch: _Batch, previous: BatchedRows | None, kno
 
 
 def _done(texts: list[str]) -> Future:
+    """The texts' joined_terms made here, as a finished future."""
     f: Future = Future()
     f.set_result(joined_terms(texts))
     return f
