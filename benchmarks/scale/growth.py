@@ -75,6 +75,9 @@ def size_row(ws: Path, cold: dict, rerun: dict) -> dict:
     return {"workspace": str(ws), "chunks": chunks, "format": table_path(ws, "corpus").suffix.lstrip("."),
             "preparation_s": prep, "cold_wall_s": cold["wall_s"], "cold_cpu_s": cold["cpu_s"],
             "peak_rss_mb": cold["peak_rss_mb"], "peak_rss_largest_mb": cold["peak_rss_largest_mb"],
+            # heap only (RssAnon): without the mapped corpus and index pages, which are page cache
+            "peak_anon_mb": cold.get("peak_anon_mb"), "peak_anon_largest_mb": cold.get("peak_anon_largest_mb"),
+            "rerun_peak_anon_largest_mb": rerun.get("peak_anon_largest_mb"),
             "rerun_wall_s": rerun["wall_s"], "rerun_cpu_s": rerun["cpu_s"],
             "rerun_wall_x_cold": round(rerun["wall_s"] / cold["wall_s"], 3),
             "rerun_cpu_x_cold": round(rerun["cpu_s"] / cold["cpu_s"], 3),
@@ -122,13 +125,15 @@ def measure_size(ws: Path, work: Path, check: bool, ragspan: str = RAGSPAN) -> d
 
 def table(sizes: list[dict]) -> str:
     head = ("| chunks | format | preparation s | cold wall s | cold CPU s | peak RSS tree / largest MB "
+            "| peak heap (RssAnon) tree / largest MB "
             "| 5 % docs wall s | × cold (wall / CPU) | µs per chunk (cold wall / CPU / prep) | RSS bytes per chunk "
             "| input bytes per chunk |")
-    lines = [head, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [head, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in sizes:
         pc = r["per_chunk"]
         lines.append(f"| {r['chunks']:,} | {r['format']} | {r['preparation_s']} | {r['cold_wall_s']} "
                      f"| {r['cold_cpu_s']} | {r['peak_rss_mb']:,} / {r['peak_rss_largest_mb']:,} "
+                     f"| {r.get('peak_anon_mb')} / {r.get('peak_anon_largest_mb')} "
                      f"| {r['rerun_wall_s']} | {r['rerun_wall_x_cold']} / {r['rerun_cpu_x_cold']} "
                      f"| {pc['cold_wall_us']} / {pc['cold_cpu_us']} / {pc['preparation_us']} | {pc['peak_rss_bytes']:,} "
                      f"| {pc['input_bytes']:,} |")
