@@ -3,6 +3,8 @@
     .venv/bin/python -m benchmarks.chaos                      # 30 trials, small workspace, minutes
     .venv/bin/python -m benchmarks.chaos --trials 60 --seed 7
     .venv/bin/python -m benchmarks.chaos --size large         # 100k chunks x 10k answers (long)
+    .venv/bin/python -m benchmarks.chaos --ws /work/scalews/1000000x10000 --kills 4   # kills in preparation
+                                                              # and update at scale: benchmarks/chaos_big.py
 
 Real parts only: the real `ragspan evaluate` CLI as a subprocess, a real `prefect server
 start` on a fixed local port, and the judge `openai` over real HTTP to the scripted
@@ -172,8 +174,9 @@ def diagnoses(out: Path) -> list[tuple] | None:
 
 
 class Bench:
-    def __init__(self, work: Path, ws: Path, seed: int) -> None:
+    def __init__(self, work: Path, ws: Path, seed: int, local_judge: bool = False) -> None:
         self.work, self.ws, self.rng = work, ws, random.Random(seed)
+        self.local_judge = local_judge  # the big-workspace scenarios: the default local judge, no judge server
         self.state, self.out = work / "state", work / "results" / "run"
         prefect_port, judge_port = free_port(), free_port()
         self.api = f"http://127.0.0.1:{prefect_port}/api"
@@ -196,7 +199,10 @@ class Bench:
 
     # -- runs ------------------------------------------------------------------------------
 
-    def start_run(self, model: str, limit: int = 0) -> tuple[subprocess.Popen, Path]:
+    def start_run(self, model: str, limit: int = 0, data: Path | None = None, out: Path | None = None,
+                  timings: Path | None = None) -> tuple[subprocess.Popen, Path]:
+        """`ragspan evaluate` of `data` (default the workspace) to `out` (default the results
+        dir) in its own session; RAGSPAN_TIMINGS to `timings` when given."""
         self.runs += 1
         err = self.work / "logs" / f"run-{self.runs:03d}.stderr"
         err.parent.mkdir(exist_ok=True)
@@ -206,10 +212,13 @@ class Bench:
                 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes past it fail with EFBIG
                 resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
 
-        cmd = [RAGSPAN, "evaluate", "--data", str(self.ws), "--run", "scale", "--out", str(self.out), "--quiet",
-               "--judge", "openai", "--model", model, "--base-url", self.judge_url]
+        cmd = [RAGSPAN, "evaluate", "--data", str(data or self.ws), "--run", "scale", "--out", str(out or self.out),
+               "--quiet"]
+        if not self.local_judge:
+            cmd += ["--judge", "openai", "--model", model, "--base-url", self.judge_url]
+        env = self.env if timings is None else {**self.env, "RAGSPAN_TIMINGS": str(timings)}
         with open(err, "w") as fh:
-            proc = subprocess.Popen(cmd, env=self.env, cwd=self.work, stdout=subprocess.DEVNULL, stderr=fh,
+            proc = subprocess.Popen(cmd, env=env, cwd=self.work, stdout=subprocess.DEVNULL, stderr=fh,
                                     start_new_session=True, preexec_fn=child)  # noqa: PLW1509 (no threads here)
         return proc, err
 
@@ -410,8 +419,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--answers", type=int, help="override the size's answers")
     ap.add_argument("--faults", default=",".join(FAULTS), help="comma-separated subset to draw from")
     ap.add_argument("--work", help="workspace, state and logs (default: a temporary directory, removed after)")
-    ap.add_argument("--name", default="chaos", help="results file benchmarks/results/NAME.json")
+    ap.add_argument("--name", default=None, help="results file benchmarks/results/NAME.json (default chaos, "
+                    "or chaos-big with --ws)")
+    ap.add_argument("--json", type=Path, help="write the results here instead of benchmarks/results/")
+    ap.add_argument("--ws", type=Path, help="the big-workspace scenarios on this generate.py workspace instead: "
+                    "kills during preparation and during the incremental update (benchmarks/chaos_big.py)")
+    ap.add_argument("--prefect-api", help="with --ws: a running Prefect server's API URL instead of starting one")
+    ap.add_argument("--kills", type=int, default=4, help="with --ws: how many kills (preparation and update in turn)")
     a = ap.parse_args(argv)
+    if a.ws:
+        return big_main(a)
     chunks, n_answers = SIZES[a.size]
     chunks, n_answers = a.chunks or chunks, a.answers or n_answers
     faults = tuple(f for f in a.faults.split(",") if f)
@@ -460,10 +477,35 @@ def main(argv: list[str] | None = None) -> int:
                          "clean_run_s": round(bench.ref_s, 2), "trial_run_s": round(bench.fault_s, 2), "total_s": round(time.monotonic() - t_start, 1),
                          "workspace": info, "cores": os.cpu_count()},
               "summary": s, "trials": rows}
-    out = ROOT / "benchmarks" / "results" / f"{a.name}.json"
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"\nwritten: {out.relative_to(ROOT)}")
+    write_result(result, a.json or ROOT / "benchmarks" / "results" / f"{a.name or 'chaos'}.json")
     return 0
+
+
+def write_result(result: dict, out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"\nwritten: {out}")
+
+
+def big_main(a: argparse.Namespace) -> int:
+    """The big-workspace scenarios (chaos_big.py): exit status 1 unless every kill passed."""
+    from benchmarks import chaos_big
+
+    work = Path(a.work) if a.work else Path(tempfile.mkdtemp(prefix="ragspan-chaos-big-"))
+    work.mkdir(parents=True, exist_ok=True)
+    bench = Bench(work, a.ws.resolve(), a.seed, local_judge=True)
+    if a.prefect_api:  # the tests' session server: no start of our own
+        bench.api = bench.env["PREFECT_API_URL"] = a.prefect_api
+    try:
+        if not a.prefect_api:
+            bench.prefect.start()
+        result = chaos_big.run(bench, a.ws.resolve(), a.kills, a.seed)
+    finally:
+        bench.prefect.stop()
+        if not a.work:
+            shutil.rmtree(work, ignore_errors=True)
+    write_result(result, a.json or ROOT / "benchmarks" / "results" / f"{a.name or 'chaos-big'}.json")
+    return 0 if result["summary"]["passed"] == result["summary"]["kills"] else 1
 
 
 if __name__ == "__main__":

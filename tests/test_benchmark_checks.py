@@ -2,8 +2,9 @@
 data/sample texts (no ../shared needed), the local judge's verdict rows judged with warm
 caches equal those judged with cold ones (benchmarks/scale/verdicts.py --check), and the
 incremental run after 5 % of the documents changed equals a cold run of the same data
-(benchmarks/scale/scenarios.py --check; e2e: three CLI runs). Each check is also shown to fail
-on a difference."""
+(benchmarks/scale/scenarios.py --check; e2e: three CLI runs), as growth.py --check finds it, and
+kills during preparation and during the incremental update lose nothing (benchmarks/chaos.py
+--ws). Each check is also shown to fail on a difference."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import shutil
 
 import pytest
 
-from benchmarks.scale import harness, scenarios, verdicts
+from benchmarks import chaos, chaos_big
+from benchmarks.scale import growth, harness, scenarios, verdicts
 from benchmarks.scale.generate import write_workspace
 
 CHUNKS, ANSWERS = 300, 30
@@ -61,3 +63,36 @@ def test_run_after_documents_changed_equals_a_cold_run(work, tmp_path, monkeypat
     metrics["claims"] += 1
     (changed / "metrics.json").write_text(json.dumps(metrics))
     assert scenarios.same_results(work / "out-docs-changed", changed) == ["metrics.json"]
+
+
+@pytest.mark.e2e  # three CLI runs
+def test_growth_rerun_equals_a_cold_run_and_costs_per_chunk(work, tmp_path, monkeypatch, prefect_server):
+    from prefect.settings import PREFECT_API_URL
+
+    monkeypatch.setattr(harness, "API_URL", PREFECT_API_URL.value())
+    out = tmp_path / "growth.json"
+    ws = work / f"ws-{CHUNKS}x{ANSWERS}"
+    assert growth.main(["--ws", str(ws), "--work", str(tmp_path / "g"), "--check", "--json", str(out)]) == 0
+    (row,) = json.loads(out.read_text())["sizes"]
+    assert row["differs_from_cold"] == [] and row["chunks"] == CHUNKS
+    assert 0 < row["preparation_s"] < row["cold_wall_s"] and row["rerun_wall_s"] > 0
+    assert row["per_chunk"]["peak_rss_bytes"] > 0 and row["per_chunk"]["input_bytes"] > 0
+    assert not (tmp_path / "g" / ws.name / "home").exists()  # the state dirs are removed after
+
+
+@pytest.mark.e2e  # seven CLI runs, two of them killed
+def test_chaos_kills_in_preparation_and_update_lose_nothing(work, tmp_path, prefect_server):
+    from prefect.settings import PREFECT_API_URL
+
+    out = tmp_path / "chaos.json"
+    rc = chaos.main(["--ws", str(work / f"ws-{CHUNKS}x{ANSWERS}"), "--kills", "2", "--work", str(tmp_path / "c"),
+                     "--prefect-api", PREFECT_API_URL.value(), "--json", str(out)])
+    res = json.loads(out.read_text())
+    s = res["summary"]
+    assert rc == 0 and s["passed"] == s["kills"] == 2 and s["tracebacks"] == 0
+    assert s["per_kind"] == {"preparation": 1, "update": 1} and s["old_index_reused"] == 1
+    update = res["trials"][1]
+    assert update["old_index_files_untouched"] and update["next_differs"] == []
+    # the verdict fails on what it must catch: a difference, a traceback, an index rebuilt
+    for bad in ({"next_differs": ["claims"]}, {"next_traceback": True}, {"old_index_reused": False}):
+        assert not chaos_big.passed({**update, **bad})

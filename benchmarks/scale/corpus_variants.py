@@ -1,6 +1,6 @@
 """Corpus-change variants of a scale workspace: what an index rebuild brings.
 
-    .venv/bin/python -m benchmarks.scale.corpus_variants WS     # adds WS/docs-changed and WS/rechunked
+    .venv/bin/python -m benchmarks.scale.corpus_variants WS [docs-changed,rechunked]   # adds WS/docs-changed, WS/rechunked
 
 - `docs-changed/`: one sentence appended to a random 5 % of the documents (a sentence of
   another document, so a real one), each one's last chunk grown to cover it. The run
@@ -11,7 +11,10 @@
   run points at the new chunk that holds the start of the old one (duplicates dropped,
   rank order kept): the same answers over a re-chunked index.
 
-generate.py calls `write_corpus_variants` for every workspace it writes.
+generate.py calls `write_corpus_variants` for every workspace it writes. Both are streamed
+(tables.py: JSONL or Parquet, as the workspace has them), so a 10M-chunk workspace's variants
+are written without holding its corpus: only the changed documents' donor texts and, for
+`rechunked/`, the new ids of the chunks the runs retrieve are kept.
 """
 
 from __future__ import annotations
@@ -21,9 +24,13 @@ import json
 import os
 import random
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+from benchmarks.scale.tables import TableWriter, count_rows, iter_rows, table_path
+
 DOCS_SHARE = 0.05
+VARIANTS = ("docs-changed", "rechunked")
 
 
 def _read(path: Path) -> list[dict]:
@@ -42,30 +49,65 @@ def _link(src: Path, dest: Path) -> None:
     os.symlink(src.resolve(), dest)
 
 
-def _variant(ws: Path, name: str, docs: list[dict], chunks: list[dict]) -> Path:
-    """WS/name with this corpus and chunk table, the questions linked, an empty runs/."""
+def _variant_dir(ws: Path, name: str) -> Path:
+    """WS/name with the questions linked and an empty runs/; its corpus and chunks are the caller's."""
     out = ws / name
     (out / "runs").mkdir(parents=True, exist_ok=True)
-    _write(out / "corpus.jsonl", docs)
-    _write(out / "chunks.jsonl", chunks)
+    for stale in (*out.glob("corpus.*"), *out.glob("chunks.*")):
+        stale.unlink()  # a variant of the other format written before: the loader refuses two forms
     _link(ws / "questions.csv", out / "questions.csv")
     return out
 
 
+def _by_document(chunks: Iterator[dict]) -> Iterator[tuple[str, list[dict]]]:
+    """(doc_id, its chunk rows) in file order: the generator writes each document's chunks together."""
+    for doc_id, rows in itertools.groupby(chunks, key=lambda c: c["doc_id"]):
+        yield doc_id, list(rows)
+
+
+def _docs_with_chunks(ws: Path) -> Iterator[tuple[dict, list[dict]]]:
+    """Each document with its chunk rows, both files streamed side by side (same document order)."""
+    groups = _by_document(iter_rows(table_path(ws, "chunks")))
+    pending = next(groups, None)
+    for doc in iter_rows(table_path(ws, "corpus")):
+        if pending is not None and pending[0] == doc["doc_id"]:
+            yield doc, pending[1]
+            pending = next(groups, None)
+        else:
+            yield doc, []
+
+
+def _donor_sentences(ws: Path, picked: list[int], donors: list[int]) -> dict[int, str]:
+    """{picked document index: the sentence appended to it}: the first sentence of its donor
+    document as the donor stands by then (itself grown if it was picked earlier), the draws
+    in the order the in-memory version made them."""
+    wanted = set(donors)
+    texts = {i: d["text"] for i, d in enumerate(iter_rows(table_path(ws, "corpus"))) if i in wanted}
+    appended: dict[int, str] = {}
+    for i, donor in zip(picked, donors, strict=True):
+        text = texts[donor] + (" " + appended[donor] if donor in appended else "")
+        appended[i] = text.split("\n\n")[0].split(". ")[0].rstrip(".") + "."
+    return appended
+
+
 def write_docs_changed(ws: Path, seed: int = 17, share: float = DOCS_SHARE) -> dict:
-    docs, chunks = _read(ws / "corpus.jsonl"), _read(ws / "chunks.jsonl")
+    corpus = table_path(ws, "corpus")
+    n_docs = count_rows(corpus)
     rng = random.Random(seed)
-    picked = rng.sample(range(len(docs)), max(1, round(share * len(docs))))
-    last: dict[str, dict] = {}
-    for c in chunks:
-        if c["doc_id"] not in last or c["char_end"] > last[c["doc_id"]]["char_end"]:
-            last[c["doc_id"]] = c
-    for i in picked:
-        donor = docs[rng.randrange(len(docs))]["text"]
-        sentence = donor.split("\n\n")[0].split(". ")[0].rstrip(".") + "."
-        docs[i] = {**docs[i], "text": docs[i]["text"] + " " + sentence}
-        last[docs[i]["doc_id"]]["char_end"] = len(docs[i]["text"])
-    out = _variant(ws, "docs-changed", docs, chunks)
+    picked = rng.sample(range(n_docs), max(1, round(share * n_docs)))
+    donors = [rng.randrange(n_docs) for _ in picked]
+    appended = _donor_sentences(ws, picked, donors)
+    out = _variant_dir(ws, "docs-changed")
+    fmt = corpus.suffix
+    with TableWriter(out / f"corpus{fmt}") as docs_out, TableWriter(out / f"chunks{fmt}") as chunks_out:
+        for i, (doc, chunks) in enumerate(_docs_with_chunks(ws)):
+            if i in appended:
+                doc = {**doc, "text": doc["text"] + " " + appended[i]}
+                last = max(chunks, key=lambda c: c["char_end"])  # the first of the latest-ending
+                chunks = [{**c, "char_end": len(doc["text"])} if c is last else c for c in chunks]
+            docs_out.write(doc)
+            for c in chunks:
+                chunks_out.write(c)
     for run in (ws / "runs").glob("*.jsonl"):
         _link(run, out / "runs" / run.name)
     return {"documents_changed": len(picked), "chunks_changed": len(picked)}
@@ -91,23 +133,27 @@ def _cuts(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
 
 
 def write_rechunked(ws: Path) -> dict:
-    docs, chunks = _read(ws / "corpus.jsonl"), _read(ws / "chunks.jsonl")
-    by_doc: dict[str, list[dict]] = {}
-    for c in chunks:
-        by_doc.setdefault(c["doc_id"], []).append(c)
-    new_chunks, holder = [], {}
-    for d in docs:
-        old = sorted(by_doc.get(d["doc_id"], []), key=lambda c: c["char_start"])
-        cuts = _cuts(d["text"], [(c["char_start"], c["char_end"]) for c in old])
-        ids = []
-        for i, (s, e) in enumerate(cuts):
-            ids.append((s, e, f"{d['doc_id']}#r{i}"))
-            new_chunks.append({"chunk_id": f"{d['doc_id']}#r{i}", "doc_id": d["doc_id"], "char_start": s, "char_end": e})
-        for c in old:  # the new chunk holding the old one's start (else the last one before it)
-            holder[c["chunk_id"]] = next((cid for s, e, cid in reversed(ids) if s <= c["char_start"]), ids[0][2])
-    out = _variant(ws, "rechunked", docs, new_chunks)
-    for run in (ws / "runs").glob("*.jsonl"):
-        records = _read(run)
+    runs = {run.name: _read(run) for run in (ws / "runs").glob("*.jsonl")}
+    retrieved = {item["chunk_id"] for records in runs.values() for r in records for item in r["retrieved"]}
+    out = _variant_dir(ws, "rechunked")
+    fmt = table_path(ws, "corpus").suffix
+    holder: dict[str, str] = {}  # old chunk id -> the new one holding its start; retrieved chunks only
+    n_new = 0
+    with TableWriter(out / f"corpus{fmt}") as docs_out, TableWriter(out / f"chunks{fmt}") as chunks_out:
+        for d, old in _docs_with_chunks(ws):
+            old = sorted(old, key=lambda c: c["char_start"])
+            cuts = _cuts(d["text"], [(c["char_start"], c["char_end"]) for c in old])
+            ids = []
+            for i, (s, e) in enumerate(cuts):
+                ids.append((s, e, f"{d['doc_id']}#r{i}"))
+                chunks_out.write({"chunk_id": f"{d['doc_id']}#r{i}", "doc_id": d["doc_id"], "char_start": s,
+                                  "char_end": e})
+            n_new += len(cuts)
+            docs_out.write(d)
+            for c in old:  # the new chunk holding the old one's start (else the last one before it)
+                if c["chunk_id"] in retrieved:
+                    holder[c["chunk_id"]] = next((cid for s, e, cid in reversed(ids) if s <= c["char_start"]), ids[0][2])
+    for name, records in runs.items():
         for r in records:
             seen, items = set(), []
             for item in r["retrieved"]:
@@ -116,13 +162,19 @@ def write_rechunked(ws: Path) -> dict:
                     seen.add(cid)
                     items.append({**item, "chunk_id": cid})
             r["retrieved"] = items
-        _write(out / "runs" / run.name, records)
-    return {"rechunked_chunks": len(new_chunks)}
+        _write(out / "runs" / name, records)
+    return {"rechunked_chunks": n_new}
 
 
-def write_corpus_variants(ws: Path) -> dict:
-    return {**write_docs_changed(ws), **write_rechunked(ws)}
+def write_corpus_variants(ws: Path, variants: tuple[str, ...] = VARIANTS) -> dict:
+    made: dict = {}
+    if "docs-changed" in variants:
+        made.update(write_docs_changed(ws))
+    if "rechunked" in variants:
+        made.update(write_rechunked(ws))
+    return made
 
 
 if __name__ == "__main__":
-    print(json.dumps(write_corpus_variants(Path(sys.argv[1]))))
+    print(json.dumps(write_corpus_variants(Path(sys.argv[1]), tuple(sys.argv[2].split(",")) if len(sys.argv) > 2
+                                           else VARIANTS)))

@@ -1,6 +1,12 @@
 """Synthetic but realistic ragspan workspaces for the scale benchmark.
 
     .venv/bin/python -m benchmarks.scale.generate --chunks 100000 --answers 10000 --out /tmp/ws
+    .venv/bin/python -m benchmarks.scale.generate --chunks 10000000 --answers 10000 --format parquet --out /tmp/ws10m
+
+Streamed: documents and chunk rows are written as they are made (tables.py: JSONL, or
+`--format parquet` in row groups), the corpus kept only as each chunk's pool-sentence
+indexes in one flat array (10M chunks: ~0.8 GB peak); a seed writes the same bytes as the
+in-memory version did. `--variants` picks the corpus variants (default both).
 
 Real sentences, recombined: the sentence pool is every sentence of the XQuAD paragraphs
 and ClapNQ passages in `../shared/data` (read at run time, never copied into the repo;
@@ -42,7 +48,10 @@ import os
 import random
 import re
 import time
+from array import array
 from pathlib import Path
+
+from benchmarks.scale.tables import FORMATS, TableWriter, table_path
 
 HERE = Path(__file__).resolve().parent
 SAMPLE_CORPUS = HERE.parents[1] / "data" / "sample" / "corpus.jsonl"
@@ -92,30 +101,53 @@ def sentence_pool(source: str | None = None) -> list[str]:
 
 
 class Corpus:
-    def __init__(self, n_chunks: int, pool: list[str], rng: random.Random):
-        self.chunk_sents: list[tuple[int, ...]] = []  # pool indexes of each chunk
-        self.chunk_text: list[str] = []
-        self.docs: list[dict] = []
-        self.chunks: list[dict] = []
-        self.holders: dict[int, list[int]] = {}  # pool index -> chunks holding it
-        d = 0
-        while len(self.chunks) < n_chunks:
-            n = min(rng.randint(1, 8), n_chunks - len(self.chunks))
+    """The chunks' pool sentences kept compact (one flat int array, offsets, each chunk's
+    document): the documents and chunk rows are written as they are made, never held, so
+    10M chunks fit (issue 34). The random draws are the ones the generator always made, so
+    a seed gives the same workspace as before, byte for byte."""
+
+    def __init__(self, n_chunks: int, pool: list[str], rng: random.Random, docs_out: TableWriter,
+                 chunks_out: TableWriter):
+        self.flat = array("i")  # pool indexes of every chunk, one after the other
+        self.offsets = array("q", [0])  # chunk c's sentences: flat[offsets[c]:offsets[c + 1]]
+        self.chunk_doc = array("i")  # document index of each chunk
+        self.doc_first = array("q")  # first chunk index of each document
+        n, d = 0, 0
+        while n < n_chunks:
+            k = min(rng.randint(1, 8), n_chunks - n)
             doc_id, parts, pos = f"doc{d:06d}", [], 0
-            for i in range(n):
-                sents = tuple(rng.randrange(len(pool)) for _ in range(rng.randint(3, 5)))
+            self.doc_first.append(n)
+            for i in range(k):
+                sents = [rng.randrange(len(pool)) for _ in range(rng.randint(3, 5))]
                 text = " ".join(pool[s] for s in sents)
-                c = len(self.chunks)
-                self.chunks.append({"chunk_id": f"{doc_id}#{i}", "doc_id": doc_id,
-                                    "char_start": pos, "char_end": pos + len(text)})
-                self.chunk_sents.append(sents)
-                self.chunk_text.append(text)
-                for s in set(sents):
-                    self.holders.setdefault(s, []).append(c)
+                chunks_out.write({"chunk_id": f"{doc_id}#{i}", "doc_id": doc_id,
+                                  "char_start": pos, "char_end": pos + len(text)})
+                self.flat.extend(sents)
+                self.offsets.append(len(self.flat))
+                self.chunk_doc.append(d)
                 parts.append(text)
                 pos += len(text) + 2
-            self.docs.append({"doc_id": doc_id, "text": "\n\n".join(parts), "doc_type": rng.choice(DOC_TYPES)})
+                n += 1
+            docs_out.write({"doc_id": doc_id, "text": "\n\n".join(parts), "doc_type": rng.choice(DOC_TYPES)})
             d += 1
+        self.n_chunks, self.n_docs = n, d
+
+    def sents(self, c: int) -> array:
+        """Chunk c's pool sentences, in order."""
+        return self.flat[self.offsets[c]:self.offsets[c + 1]]
+
+    def chunk_id(self, c: int) -> str:
+        d = self.chunk_doc[c]
+        return f"doc{d:06d}#{c - self.doc_first[d]}"
+
+    def index_of(self, chunk_id: str) -> int:
+        doc, i = chunk_id.split("#")
+        return self.doc_first[int(doc[3:])] + int(i)
+
+    def held_by_any(self, s: int, chunks: set[int]) -> bool:
+        """Whether one of `chunks` holds pool sentence s (a few chunks: no inverted index
+        of the whole corpus needed)."""
+        return any(s in self.sents(c) for c in chunks)
 
 
 def _swap_number(sentence: str, rng: random.Random) -> str | None:
@@ -128,7 +160,7 @@ def _swap_number(sentence: str, rng: random.Random) -> str | None:
 
 
 def make_answer(qid: str, corpus: Corpus, pool: list[str], held_out: list[int], rng: random.Random) -> tuple[dict, list[tuple[str, str]]]:
-    n_chunks = len(corpus.chunks)
+    n_chunks = corpus.n_chunks
     labels = rng.choices(list(LABEL_MIX), weights=list(LABEL_MIX.values()), k=rng.randint(3, 5))
     slots: list[int | None] = [None] * TOP_K  # chunk index per rank (0-based)
     claims: list[tuple[str, str]] = []
@@ -152,22 +184,21 @@ def make_answer(qid: str, corpus: Corpus, pool: list[str], held_out: list[int], 
             if c not in slots and label != "retrieval_miss" and not free:
                 continue
             if label == "synthesis_error":
-                choices = [s for s in corpus.chunk_sents[c] if _NUMBER.search(pool[s])]
+                choices = [s for s in corpus.sents(c) if _NUMBER.search(pool[s])]
                 if not choices:
                     continue
                 s = rng.choice(choices)
                 text = _swap_number(pool[s], rng)
             else:
-                s = rng.choice(corpus.chunk_sents[c])
+                s = rng.choice(corpus.sents(c))
                 text = pool[s]
             if s in own:
                 continue
-            holders = set(corpus.holders[s])
             ctx = {slots[r] for r in range(CONTEXT_K)} - {None}
             ret = set(slots) - {None}
-            if label == "rank_failure" and (holders & ctx):
+            if label == "rank_failure" and corpus.held_by_any(s, ctx):
                 continue
-            if label == "retrieval_miss" and (holders & ret or c in ret):
+            if label == "retrieval_miss" and (corpus.held_by_any(s, ret) or c in ret):
                 continue
             if c not in slots and label != "retrieval_miss":
                 slots[rng.choice(free)] = c
@@ -178,34 +209,36 @@ def make_answer(qid: str, corpus: Corpus, pool: list[str], held_out: list[int], 
     for r in range(TOP_K):
         while slots[r] is None:
             c = rng.randrange(n_chunks)
-            if c not in slots and not (own & set(corpus.chunk_sents[c])):
+            if c not in slots and not (own & set(corpus.sents(c))):
                 slots[r] = c
     score = round(rng.uniform(0.85, 0.95), 3)
     retrieved = []
     for c in slots:
-        retrieved.append({"chunk_id": corpus.chunks[c]["chunk_id"], "score": score})
+        retrieved.append({"chunk_id": corpus.chunk_id(c), "score": score})
         score = round(score - rng.uniform(0.005, 0.03), 3)
     answer = " ".join(t for t, _ in claims)
     return {"question_id": qid, "answer": answer, "retrieved": retrieved, "context_k": CONTEXT_K}, claims
 
 
-def _check_constraints(rec: dict, claims: list[tuple[str, str]], corpus: Corpus, pool_index: dict[str, int], ids: dict[str, int]) -> bool:
+def _check_constraints(rec: dict, claims: list[tuple[str, str]], corpus: Corpus, pool_index: dict[str, int]) -> bool:
     """A later claim's chunk placement can break an earlier claim's construction (a chunk
     holding a rank_failure sentence landing in context): re-check all of them."""
-    ranks = [ids[r["chunk_id"]] for r in rec["retrieved"]]
+    ranks = [corpus.index_of(r["chunk_id"]) for r in rec["retrieved"]]
     ctx, ret = set(ranks[:CONTEXT_K]), set(ranks)
     for text, label in claims:
         s = pool_index.get(text)
-        if label == "rank_failure" and (s is None or set(corpus.holders[s]) & ctx):
+        if label == "rank_failure" and (s is None or corpus.held_by_any(s, ctx)):
             return False
-        if label == "retrieval_miss" and (s is None or set(corpus.holders[s]) & ret):
+        if label == "retrieval_miss" and (s is None or corpus.held_by_any(s, ret)):
             return False
     return True
 
 
 def write_workspace(out: Path, n_chunks: int, n_answers: int, seed: int = 13, changed_share: float = 0.05,
-                    source: str | None = None) -> dict:
-    """The workspace in `out`; its sentences from `source` (see `_texts`)."""
+                    source: str | None = None, fmt: str = "jsonl",
+                    variants: tuple[str, ...] = ("docs-changed", "rechunked")) -> dict:
+    """The workspace in `out`, its corpus and chunks as `fmt` (jsonl or parquet); its
+    sentences from `source` (see `_texts`); the corpus `variants` of corpus_variants.py."""
     t0 = time.perf_counter()
     rng = random.Random(seed)
     pool = sentence_pool(source)
@@ -216,24 +249,20 @@ def write_workspace(out: Path, n_chunks: int, n_answers: int, seed: int = 13, ch
     held = [pool[i] for i in held_out]
     pool = corpus_pool + held  # corpus sentences first; held-out ones never enter a chunk
     held_idx = list(range(len(corpus_pool), len(pool)))
-    corpus = Corpus(n_chunks, corpus_pool, rng)
-    for s in held_idx:
-        corpus.holders[s] = []
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "runs").mkdir(exist_ok=True)
+    for stale in (p for f in FORMATS if f != fmt for p in (out / f"corpus.{f}", out / f"chunks.{f}")):
+        stale.unlink(missing_ok=True)  # one form per table: the loader refuses two
+    with TableWriter(out / f"corpus.{fmt}") as docs_out, TableWriter(out / f"chunks.{fmt}") as chunks_out:
+        corpus = Corpus(n_chunks, corpus_pool, rng, docs_out, chunks_out)
     pool_index = {t: i for i, t in enumerate(pool)}
-    ids = {c["chunk_id"]: i for i, c in enumerate(corpus.chunks)}
 
     def answer(qid: str, r: random.Random) -> tuple[dict, list]:
         while True:
             rec, claims = make_answer(qid, corpus, pool, held_idx, r)
-            if claims and _check_constraints(rec, claims, corpus, pool_index, ids):
+            if claims and _check_constraints(rec, claims, corpus, pool_index):
                 return rec, claims
 
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "runs").mkdir(exist_ok=True)
-    with open(out / "corpus.jsonl", "w", encoding="utf-8") as f:
-        f.writelines(json.dumps(d, ensure_ascii=False) + "\n" for d in corpus.docs)
-    with open(out / "chunks.jsonl", "w", encoding="utf-8") as f:
-        f.writelines(json.dumps(c) + "\n" for c in corpus.chunks)
     records, expected = [], []
     with open(out / "questions.csv", "w", encoding="utf-8", newline="") as f:
         w = csv.writer(f)
@@ -252,9 +281,9 @@ def write_workspace(out: Path, n_chunks: int, n_answers: int, seed: int = 13, ch
     # the changed variant: same inputs but a random share of the answers regenerated
     ch = out / "changed"
     (ch / "runs").mkdir(parents=True, exist_ok=True)
-    for name in ("corpus.jsonl", "chunks.jsonl", "questions.csv"):
+    for name in (f"corpus.{fmt}", f"chunks.{fmt}", "questions.csv"):
         link = ch / name
-        if not link.exists():
+        if not link.is_symlink():
             os.symlink(out / name, link)
     crng = random.Random(seed + 1)
     picked = set(crng.sample(range(n_answers), max(1, round(changed_share * n_answers))))
@@ -262,10 +291,11 @@ def write_workspace(out: Path, n_chunks: int, n_answers: int, seed: int = 13, ch
     _write_run(ch / "runs" / "scale.jsonl", changed)
     from benchmarks.scale.corpus_variants import write_corpus_variants
 
-    variants = write_corpus_variants(out)  # docs-changed/ and rechunked/: an index rebuild
-    info = {**variants, "chunks": n_chunks, "answers": n_answers, "claims": len(expected), "documents": len(corpus.docs),
+    made = write_corpus_variants(out, variants)  # docs-changed/ and rechunked/: an index rebuild
+    info = {**made, "chunks": n_chunks, "answers": n_answers, "claims": len(expected), "documents": corpus.n_docs,
             "pool_sentences": len(corpus_pool), "held_out_sentences": len(held), "seed": seed,
-            "changed_answers": len(picked), "corpus_mb": round((out / "corpus.jsonl").stat().st_size / 2**20, 1),
+            "changed_answers": len(picked), "format": fmt,
+            "corpus_mb": round(table_path(out, "corpus").stat().st_size / 2**20, 1),
             "generate_s": round(time.perf_counter() - t0, 2)}
     (out / "info.json").write_text(json.dumps(info, indent=2))
     return info
@@ -284,8 +314,14 @@ def main() -> None:
     ap.add_argument("--out", required=True, help="workspace directory (outside the repo, or gitignored)")
     ap.add_argument("--source", choices=["shared", "sample"], default=None,
                     help="sentences from ../shared/data (default when present) or the bundled data/sample")
+    ap.add_argument("--format", choices=FORMATS, default="jsonl",
+                    help="corpus and chunks as JSONL or Parquet (row groups, ParquetWriter)")
+    ap.add_argument("--variants", default="docs-changed,rechunked",
+                    help="comma-separated corpus variants to write (corpus_variants.py); '' for none")
     a = ap.parse_args()
-    print(json.dumps(write_workspace(Path(a.out), a.chunks, a.answers, a.seed, source=a.source)))
+    variants = tuple(v for v in a.variants.split(",") if v)
+    print(json.dumps(write_workspace(Path(a.out), a.chunks, a.answers, a.seed, source=a.source, fmt=a.format,
+                                     variants=variants)))
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@ with its own RAGSPAN_HOME (the state dir). Its measurement (`evaluate`):
 - wall_s; cpu_s: user + system seconds of the command and every process it waited for
   (the judge's workers), not the local Prefect server it starts and leaves running;
 - peak_rss_mb / peak_rss_largest_mb: peak RSS of its process tree and of its largest
-  process (psutil, sampled every 50 ms); load1: the load average when it ended;
+  process (psutil, sampled every 50 ms); peak_anon_mb / peak_anon_largest_mb: the same of
+  RssAnon (heap, without mapped files' pages: the corpus store and the index); load1: the load average when it ended;
 - what the results directory counts: claims, labels, judge_calls, task_states and run.json's
   reuse counters (answers_reused, answers_resumed, pairs_judged, verdicts_reused, marks_rejudged,
   pairs_decided);
@@ -59,22 +60,39 @@ def cli_env(home: Path, timings: Path | None = None) -> dict:
     return env
 
 
-def _tree_rss(p) -> tuple[int, int]:
+def _anon_bytes(pid: int) -> int:
+    """RssAnon: the heap and other private memory, without the pages of mapped files (the
+    corpus store, the index), which the page cache can take back."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("RssAnon:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _tree_rss(p) -> tuple[int, int, int, int]:
+    """RSS of the tree (sum) and of its largest process; RssAnon likewise."""
     import psutil
 
-    total = largest = 0
+    total = largest = anon = anon_largest = 0
     try:
         procs = [p] + p.children(recursive=True)
     except psutil.Error:
-        return 0, 0
+        return 0, 0, 0, 0
     for q in procs:
         try:
             r = q.memory_info().rss
         except psutil.Error:
             continue
+        a = _anon_bytes(q.pid)
         total += r
         largest = max(largest, r)
-    return total, largest
+        anon += a
+        anon_largest = max(anon_largest, a)
+    return total, largest, anon, anon_largest
 
 
 def run_measured(cmd: list[str], env: dict, cwd: Path) -> dict:
@@ -85,14 +103,13 @@ def run_measured(cmd: list[str], env: dict, cwd: Path) -> dict:
     start = time.time()
     proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     ps = psutil.Process(proc.pid)
-    peak = {"tree": 0, "largest": 0}
+    peak = {"tree": 0, "largest": 0, "anon": 0, "anon_largest": 0}
     done = threading.Event()
 
     def poll() -> None:
         while not done.is_set():
-            tree, largest = _tree_rss(ps)
-            peak["tree"] = max(peak["tree"], tree)
-            peak["largest"] = max(peak["largest"], largest)
+            for name, value in zip(peak, _tree_rss(ps)):
+                peak[name] = max(peak[name], value)
             done.wait(0.05)
 
     t = threading.Thread(target=poll, daemon=True)
@@ -104,7 +121,8 @@ def run_measured(cmd: list[str], env: dict, cwd: Path) -> dict:
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{err[-3000:]}")
     return {"wall_s": round(wall, 2), "start": start, "peak_rss_mb": round(peak["tree"] / 2**20),
-            "peak_rss_largest_mb": round(peak["largest"] / 2**20), "stdout": out}
+            "peak_rss_largest_mb": round(peak["largest"] / 2**20), "peak_anon_mb": round(peak["anon"] / 2**20),
+            "peak_anon_largest_mb": round(peak["anon_largest"] / 2**20), "stdout": out}
 
 
 def _children_cpu() -> float:

@@ -37,7 +37,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from benchmarks.scale.harness import evaluate_in_turn
+from benchmarks.scale.harness import RAGSPAN, evaluate_in_turn
 from benchmarks.scale.run import REPO, workspace
 
 SCENARIOS = (("cold", "."), ("unchanged", "."), ("5 % answers", "changed"), ("5 % documents", "docs-changed"),
@@ -54,6 +54,18 @@ def same_results(a: Path, b: Path) -> list[str]:
     if json.loads((a / "metrics.json").read_text()) != json.loads((b / "metrics.json").read_text()):
         differ.append("metrics.json")
     return differ
+
+
+def check_against_cold(data: Path, incremental_out: Path, work: Path, ragspan: str = RAGSPAN) -> tuple[dict, list[str]]:
+    """A cold run of `data` in a fresh state dir (work/home-check, removed after; results in
+    work/out-docs-cold): its measurement, and what differs between its results and those
+    of the incremental run in `incremental_out` (none: identical). growth.py's check too."""
+    fresh = work / "home-check"
+    shutil.rmtree(fresh, ignore_errors=True)
+    cold_out = work / "out-docs-cold"
+    cold = evaluate_in_turn([("cold", data, cold_out)], fresh, ragspan=ragspan)["cold"]
+    shutil.rmtree(fresh, ignore_errors=True)
+    return cold, same_results(incremental_out, cold_out)
 
 
 def _out(work: Path, sub: str) -> Path:
@@ -75,12 +87,8 @@ def measure(ws: Path, work: Path, check: bool, names: tuple[str, ...] = tuple(n 
         r["cpu_x_cold"] = round(r["cpu_s"] / cold["cpu_s"], 3)
     out = {"rows": rows, "load_avg_start": os.getloadavg()}
     if check:
-        fresh = work / "home-check"
-        shutil.rmtree(fresh, ignore_errors=True)
-        cold_out = work / "out-docs-cold"
-        out["docs_changed_cold"] = evaluate_in_turn([("cold", ws / "docs-changed", cold_out)], fresh)["cold"]
-        shutil.rmtree(fresh, ignore_errors=True)
-        out["docs_changed_differs_from_cold"] = same_results(_out(work, "docs-changed"), cold_out)
+        out["docs_changed_cold"], out["docs_changed_differs_from_cold"] = check_against_cold(
+            ws / "docs-changed", _out(work, "docs-changed"), work)
     out["load_avg_end"] = os.getloadavg()
     shutil.rmtree(home, ignore_errors=True)
     return out

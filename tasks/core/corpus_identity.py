@@ -26,10 +26,19 @@ import pandas as pd
 IDENTITY_VERSION = "doc-identity-1"  # bump when what a document hash covers changes
 _TEXT_KEY = "ragspan-text-01!"  # pandas' hash_key: exactly 16 characters
 _ROW_COLUMNS = ("doc_id", "chunk_id", "char_start", "char_end")
+_HASH_SLICE = 16_384  # texts hashed at a time
 
 
 def text_hashes(texts: Sequence[str] | np.ndarray | pd.Series) -> np.ndarray:
-    """One uint64 per text (SipHash of its UTF-8), in order; vectorised in C."""
+    """One uint64 per text (SipHash of its UTF-8), in order; vectorised in C. A slice at a
+    time: a corpus's texts are never all Python strings (and their UTF-8 copies) at once."""
+    if len(texts) <= _HASH_SLICE:
+        return _hashed(texts)
+    rows = texts.iloc if isinstance(texts, pd.Series) else texts
+    return np.concatenate([_hashed(rows[i:i + _HASH_SLICE]) for i in range(0, len(texts), _HASH_SLICE)])
+
+
+def _hashed(texts: Sequence[str] | np.ndarray | pd.Series) -> np.ndarray:
     values = np.asarray(texts.tolist() if isinstance(texts, pd.Series) else texts, dtype=object)
     return pd.util.hash_array(values, encoding="utf-8", hash_key=_TEXT_KEY, categorize=False)
 

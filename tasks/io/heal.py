@@ -5,7 +5,8 @@ layer's primitives (tasks/io/store.py builds every store on them); a store's mod
 the layer, not these directly.
 
 The checks are cheap and content-based, so a flipped byte is caught as well as a
-truncated file: a directory store (a corpus index, an answer-store segment) carries
+truncated file (a file's md5 is read again only once it was written since its last
+check: `.checked.json` keeps its size, mtime, ctime and inode): a directory store (a corpus index, an answer-store segment) carries
 `sums.json` — every file's size and md5, written last, inside the directory that is
 then renamed into place — and a file store (a validated input) starts with a header
 holding its payload's md5. Standard library only.
@@ -24,8 +25,9 @@ from pathlib import Path
 from ragspan.tasks.state import damaged_dir
 
 SUMS_FILE = "sums.json"
+CHECKED_FILE = ".checked.json"  # each file's stat when its md5 was last found right
 KEEP_DAMAGED = 5  # moved-aside stores kept for a post-mortem; older ones are deleted
-_SKIP = (SUMS_FILE, ".tantivy-meta.lock", ".tantivy-writer.lock")  # lock files change on open
+_SKIP = (SUMS_FILE, CHECKED_FILE, ".tantivy-meta.lock", ".tantivy-writer.lock")  # lock files change on open
 _MAGIC = b"RAGSPAN-SUM1 "  # a file store's header: magic + hex md5 of the payload + newline (ASCII)
 _HEAD = len(_MAGIC) + 33
 
@@ -43,6 +45,36 @@ def seal(directory: Path) -> None:
     """Write `sums.json`: every file's size and md5 (call last, before the rename)."""
     sums = {p.relative_to(directory).as_posix(): [p.stat().st_size, _md5(p)] for p in _files(directory)}
     (directory / SUMS_FILE).write_text(json.dumps(sums, sort_keys=True))
+    _note_checked(directory, sums)
+
+
+def _stamp(path: Path) -> list[int]:
+    """What any write to a file changes: size, mtime, ctime (which no utime can set back), inode."""
+    st = path.stat()
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+
+def _note_checked(directory: Path, sums: dict) -> None:
+    """Remember each file's stamp as of a content check that found it right: its md5 is not
+    read again until the file is written (a corpus store entry or an index is gigabytes at
+    millions of chunks: md5 on every open cost seconds of every run). A failure to note
+    costs only a full check next time."""
+    try:
+        stamps = {rel: _stamp(directory / rel) for rel in sums}
+        tmp = directory / f"{CHECKED_FILE}.{os.getpid()}"
+        tmp.write_text(json.dumps(stamps, sort_keys=True))
+        os.replace(tmp, directory / CHECKED_FILE)
+    except OSError:
+        return
+
+
+def _unchanged_since_checked(directory: Path, sums: dict) -> bool:
+    try:
+        stamps = json.loads((directory / CHECKED_FILE).read_text())
+        return isinstance(stamps, dict) and set(stamps) == set(sums) and all(
+            stamps[rel] == _stamp(directory / rel) for rel in sums)
+    except (OSError, ValueError, TypeError):
+        return False
 
 
 def check_sealed(directory: Path) -> str | None:
@@ -56,9 +88,12 @@ def check_sealed(directory: Path) -> str | None:
             actual = (directory / rel).stat().st_size
             if actual != size:
                 return f"{rel} has {actual} bytes, not {size}"
+        if _unchanged_since_checked(directory, sums):
+            return None
         for rel, (_, digest) in sums.items():
             if _md5(directory / rel) != digest:
                 return f"{rel} does not match its checksum"
+        _note_checked(directory, sums)
     except FileNotFoundError as exc:
         return f"{Path(exc.filename or '?').name} is missing"
     except (OSError, ValueError, TypeError) as exc:

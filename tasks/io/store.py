@@ -193,6 +193,10 @@ class DirStore:
             return []
         return sorted(p for p in self.root.glob(self.pattern) if not p.name.startswith("."))
 
+    def names_by_use(self) -> list[Path]:
+        """The entries, the most recently used first (a read touches its entry)."""
+        return sorted(self.names(), key=_mtime, reverse=True)
+
     def entries(self, key: str = "") -> list[Entry]:
         out = []
         for p in self.names():
@@ -534,6 +538,7 @@ REGISTRY: dict[str, Registered] = {r.key: r for r in (
                entry_title="validated-inputs cache entry"),
     Registered("step_results", "step results", "prefect/results", "files", True, sealed=False,
                entry_title="step result"),
+    Registered("corpus", "corpus store", "corpus", "dirs", True, keep=3, entry_title="corpus store entry"),
     Registered("indexes", "corpus indexes", "index", "dirs", True, entry_title="corpus index"),
     Registered("reports", "report pieces", "reports", "dirs", True, keep=3, entry_title="report snapshot"),
     Registered("digests", "input digests", ".", "files", True, pattern="digests.json", sealed=False),

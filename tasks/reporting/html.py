@@ -33,8 +33,10 @@ import hashlib
 import html
 import itertools
 import json
+from collections.abc import Mapping
 
 import pandas as pd
+from ragspan.tasks.core.documents import DocumentTexts
 from ragspan.tasks.core.schemas import records
 from ragspan.tasks.core.taxonomy import FIX_FOR, LABELS, STAGES
 from ragspan.tasks.reporting import charts, stats
@@ -264,7 +266,7 @@ def _answer_html(answer: str, claims: list[dict], ids: dict[str, str], marks: li
     return "".join(out)
 
 
-def _contradiction_html(m: dict, anchor: str, texts: dict[str, str]) -> str:
+def _contradiction_html(m: dict, anchor: str, texts: Mapping[str, str]) -> str:
     """The evidence that says otherwise than a contradicted answer span, in its document."""
     doc_id, s, e = m["doc_id"], int(m["char_start"]), int(m["char_end"])
     doc = texts.get(doc_id, "")
@@ -284,7 +286,7 @@ def _marks_line(marks: list[dict]) -> str:
     return f'<p class="marks">not supported: {", ".join(parts)}</p>'
 
 
-def _evidence_html(ev: dict, texts: dict[str, str], cutoff: int | None, decides: bool,
+def _evidence_html(ev: dict, texts: Mapping[str, str], cutoff: int | None, decides: bool,
                    split_at: int | None = None) -> str:
     """One evidence span in its document; `split_at`: the chunk boundary that cuts it, drawn
     inside the highlight."""
@@ -319,7 +321,7 @@ def _same_span(a: dict, b: dict) -> bool:
             and _int(a["char_end"]) == _int(b["char_end"]))
 
 
-def _claim_evidence(d: dict, spans: list[dict], texts: dict[str, str], cutoff: int | None) -> str:
+def _claim_evidence(d: dict, spans: list[dict], texts: Mapping[str, str], cutoff: int | None) -> str:
     deciding = d if isinstance(d.get("doc_id"), str) and not _missing(d.get("char_start")) else None
     ordered = sorted(spans, key=lambda s: (_VERDICT_ORDER.get(s.get("verdict"), 3), -(s.get("confidence") or 0),
                                            _int(s.get("rank")) or 10**9, s["doc_id"], int(s["char_start"])))
@@ -344,7 +346,7 @@ def _claim_evidence(d: dict, spans: list[dict], texts: dict[str, str], cutoff: i
 def _claims_section(metrics: dict, diagnoses: pd.DataFrame, answers: pd.DataFrame, corpus: pd.DataFrame,
                     spans: pd.DataFrame | None, questions: pd.DataFrame | None,
                     retrieved: pd.DataFrame | None, answer_spans: pd.DataFrame | None = None) -> str:
-    texts = dict(zip(corpus["doc_id"].tolist(), corpus["text"].tolist()))
+    texts = DocumentTexts(corpus)
     answer_of = dict(zip(answers["question_id"].tolist(), answers["answer"].tolist()))
     keys = list(metrics.get("by_metadata") or {})
     meta = _claim_meta(diagnoses, corpus, questions, retrieved, keys)  # groups need every claim

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
 import pandas as pd
@@ -27,6 +27,7 @@ from prefect.cache_policies import NO_CACHE
 from ragspan.tasks.config import Settings
 from ragspan.tasks.core import schemas
 from ragspan.tasks.core.byte_offsets import utf8_spans
+from ragspan.tasks.core.documents import DocumentTexts
 from ragspan.tasks.core.taxonomy import FAILURE_LABELS, LABELS, STAGES
 from ragspan.tasks.io.answer_store import RunParts
 from ragspan.tasks.io.load import Workspace
@@ -214,15 +215,15 @@ def summary_markdown(metrics: dict, comparison: dict | None = None, images: tupl
     return "\n".join(lines)
 
 
-def broken_spans(spans: pd.DataFrame, corpus: pd.DataFrame | dict[str, str]) -> list[str]:
+def broken_spans(spans: pd.DataFrame, corpus: pd.DataFrame | Mapping[str, str]) -> list[str]:
     """Claim ids of spans breaking `doc[start:end] == text` (must be empty to write);
     `corpus` the corpus table, or its texts by doc_id."""
-    texts = corpus if isinstance(corpus, dict) else dict(zip(corpus["doc_id"].tolist(), corpus["text"].tolist()))
+    texts = DocumentTexts(corpus) if isinstance(corpus, pd.DataFrame) else corpus
     columns = (spans[c].tolist() for c in ("claim_id", "doc_id", "char_start", "char_end", "span_text"))
     return [c for c, d, s, e, t in zip(*columns) if texts[d][s:e] != t]
 
 
-def with_byte_offsets(table: pd.DataFrame, texts: dict[str, str]) -> pd.DataFrame:
+def with_byte_offsets(table: pd.DataFrame, texts: Mapping[str, str]) -> pd.DataFrame:
     """`table` plus byte_start/byte_end: the span's UTF-8 byte offsets (null where none)."""
 
     bs, be = utf8_spans(texts, table["doc_id"].tolist(), table["char_start"].tolist(), table["char_end"].tolist())
@@ -239,7 +240,7 @@ def broken_answer_spans(answer_spans: pd.DataFrame, answers: pd.DataFrame | dict
 
 
 def answer_spans_file(answer_spans: pd.DataFrame, answers: pd.DataFrame | dict[str, str],
-                      texts: dict[str, str]) -> pd.DataFrame:
+                      texts: Mapping[str, str]) -> pd.DataFrame:
     """answer_spans.parquet: the table with UTF-8 byte offsets in the answer and, for a
     contradiction, in its evidence's document. `answers`: the table, or its texts by question_id."""
     by_question = (answers if isinstance(answers, dict)
@@ -286,7 +287,7 @@ def results_pieces(run: str, claims: pd.DataFrame, spans: pd.DataFrame, diagnose
         raise AssertionError(f"span invariant broken for claims {bad[:5]}")
     metrics, middle, images = report_pieces(run, spans, diagnoses, answers, retrieved, corpus, questions,
                                             judge_stats, manifest, comparison, answer_spans, rebuild)
-    texts = dict(zip(corpus["doc_id"].tolist(), corpus["text"].tolist()))
+    texts = DocumentTexts(corpus)
     tables = {
         "claims.parquet": lambda p: claims.to_parquet(p, index=False),
         "spans.parquet": lambda p: with_byte_offsets(spans, texts).to_parquet(p, index=False),
@@ -317,7 +318,7 @@ def report_pieces(run: str, spans: pd.DataFrame, diagnoses: pd.DataFrame, answer
 
 
 def table_file_pieces(name: str, pieces: Iterable[pd.DataFrame], answers: dict[str, str],
-                      texts: dict[str, str]) -> Iterator[pd.DataFrame]:
+                      texts: Mapping[str, str]) -> Iterator[pd.DataFrame]:
     """Table file `name` (TABLE_FILES) from the run's table in pieces: each piece checked
     (broken_spans: a bug upstream, never data — the write stops, the previous results
     stay) and given its UTF-8 byte offsets, as results_pieces does with the whole table.
@@ -407,7 +408,7 @@ def report(out_dir: Path, ws: Workspace, settings: Settings, spec: JudgeSpec, ru
     comparison = json.loads(Path(compare_to).read_text(encoding="utf-8")) if compare_to else None
     stats = judge_view(run.stats, run.states, answers_reused, settings, spec, run.resumed)
     manifest = _manifest(ws, settings, spec, out_dir)
-    texts = dict(zip(ws.corpus["doc_id"].tolist(), ws.corpus["text"].tolist()))
+    texts = DocumentTexts(ws.corpus)
     answer_texts = dict(zip(ws.answers["question_id"].tolist(), ws.answers["answer"].tolist()))
     staging.mkdir(parents=True, exist_ok=True)
     for name in TABLE_FILES:  # one table at a time, one window of answers at a time

@@ -16,13 +16,11 @@ from __future__ import annotations
 from functools import lru_cache
 
 import pandas as pd
-import pyarrow as pa
 from ragspan.tasks.core import schemas
 from ragspan.tasks.core.chunk_split import (
     RECHECK_FAILED,
     SUPPORTING,
     Chunk,
-    Layout,
     cut_at,
     label_of_split,
     near_edges,
@@ -30,17 +28,15 @@ from ragspan.tasks.core.chunk_split import (
     window,
 )
 from ragspan.tasks.steps.cache_policy import step_task
-from ragspan.tasks.steps.corpus_search import index_chunks
+from ragspan.tasks.steps.corpus_search import index_chunks, index_rows
 from ragspan.tasks.steps.diagnose import counted_answer_spans
+from ragspan.tasks.steps.index_layout import IndexLayout
 
 
 @lru_cache(maxsize=2)
-def _layout(index_dir: str) -> tuple[Layout, dict[str, int]]:
-    """The index's chunks as a Layout, and chunk_id → row (for their texts)."""
-    t = index_chunks(index_dir)
-    ids, docs = t.column("chunk_id").to_pylist(), t.column("doc_id").to_pylist()
-    starts, ends = t.column("char_start").to_pylist(), t.column("char_end").to_pylist()
-    return Layout(map(Chunk, ids, docs, starts, ends)), {c: i for i, c in enumerate(ids)}
+def _layout(index_dir: str) -> IndexLayout:
+    """The index's chunks ordered by document and start, as arrays (tasks/steps/index_layout.py)."""
+    return IndexLayout(index_chunks(index_dir))
 
 
 def _chunk_texts(passages: pd.DataFrame, chunk_ids: set[str]) -> dict[str, tuple[Chunk, str]]:
@@ -73,12 +69,12 @@ def window_passages(diagnoses: pd.DataFrame, judgements: pd.DataFrame, passages:
                                    "char_end"]], missing_as_none=True),
         schemas.records(judgements[["claim_id", "source", "error", "chunk_id", "support", "confidence", "rank",
                                     "in_context", "score"]], missing_as_none=True), known)
-    layout, rows = _layout(index_dir)
+    layout = _layout(index_dir)
     neighbours = {n.chunk_id for s in seen for n in (layout.before(s.chunk.doc_id, s.chunk.start, s.chunk.end),
                                                       layout.after(s.chunk.doc_id, s.chunk.start, s.chunk.end))
                   if n is not None}
-    table = index_chunks(index_dir).take(pa.array([rows[c] for c in sorted(neighbours) if c in rows],
-                                                  type=pa.int64()))
+    table = index_rows(index_dir, [layout.row_of(c) for c in sorted(neighbours)],
+                       ["chunk_id", "text", "gap_before", "gap_after"])
     text_of = dict(zip(table.column("chunk_id").to_pylist(),
                        zip(*(table.column(c).to_pylist() for c in ("text", "gap_before", "gap_after")))))
     out = []
@@ -99,7 +95,7 @@ def mark_splits(diagnosed: tuple[pd.DataFrame, pd.DataFrame], across: pd.DataFra
     and judge failures, so an answer hit by an outage is tried again)."""
     diagnoses, answer_spans = diagnosed
     known = _chunk_texts(passages, set(across["chunk_id"]))
-    layout = _layout(index_dir)[0]
+    layout = _layout(index_dir)
     windows = schemas.records(across, missing_as_none=True)
     claims = dict(zip(diagnoses["claim_id"], diagnoses["claim"]))
     found: dict[str, tuple[dict, int]] = {}

@@ -13,39 +13,43 @@ search releases the GIL, so shards searching side by side use both cores.
 Store: `<state>/index/<hash>/`, the store layer's directory store `indexes`
 (tasks/io/store.py): built aside, sealed, renamed into place; checked whenever it is
 opened (a damaged index is moved aside and built again); no room is DiskFull.
+
+Building (tasks/steps/index_build.py): a new snapshot's index takes the rows of every
+document whose hash is unchanged from the most recently used whole index, looks up the
+terms of chunk texts it already held, tokenises only the rest, and writes tantivy anew
+from the rows' terms — the same files a fresh build writes (docs/decisions.md #57).
+`index_build` says what it did (rows kept, looked up, tokenised).
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Protocol
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import tantivy
 from prefect import task
 from prefect.cache_policies import NO_CACHE
-from pyarrow import feather
 from ragspan.tasks.core import schemas
-from ragspan.tasks.core.chunk_split import gaps_between
+from ragspan.tasks.core.arrow_rows import BatchedRows
 from ragspan.tasks.core.corpus_identity import corpus_document_hashes, snapshot_digest
-from ragspan.tasks.core.text import content_norms
 from ragspan.tasks.io import heal
 from ragspan.tasks.io.inputs_cache import kept_with_inputs
 from ragspan.tasks.io.store import dir_store
 from ragspan.tasks.steps.cache_policy import step_task
-
-INDEX_FORMAT = "tantivy-4"  # bump when the tokenisation or the files change (3: sums.json; 4: gaps)
-CHUNKS_FILE = "chunks.arrow"  # the indexed chunks, row = tantivy's `row` field
-_WRITER_HEAP = 256_000_000  # one writer thread: one segment up to ~1M chunks, stable doc order
-
-
-def index_terms(text: str) -> list[str]:
-    """The terms BM25 sees: the judge's own content-word norms (stems, numbers)."""
-    return content_norms(text)
+from ragspan.tasks.steps.index_build import (  # noqa: F401 — CHUNKS_FILE, index_terms: this module's API too
+    CHUNKS_FILE,
+    INDEX_FORMAT,
+    IndexBuild,
+    build_in_store,
+    check_format,
+    index_terms,
+    read_rows,
+)
 
 
 def chunk_table_hash(chunks: pd.DataFrame, corpus: pd.DataFrame) -> str:
@@ -62,17 +66,7 @@ STORE = "corpus index"  # as the warning names it
 def check_index(index_dir: Path) -> str | None:
     """None when the index is whole: every file's size and md5 as built (heal.seal), and
     the format this code writes; else what is wrong."""
-    return heal.check_sealed(index_dir) or _check_format(index_dir)
-
-
-def _check_format(index_dir: Path) -> str | None:
-    try:
-        info = json.loads((index_dir / "info.json").read_text())
-    except (OSError, ValueError):
-        return "info.json unreadable"
-    if info.get("format") != INDEX_FORMAT:
-        return f"format {info.get('format')!r}, not {INDEX_FORMAT!r}"
-    return None
+    return heal.check_sealed(index_dir) or check_format(index_dir)
 
 
 class ChunkSource(Protocol):
@@ -116,7 +110,7 @@ class _Tables:
     corpus: pd.DataFrame
     inputs_key: str = ""
 
-    @property
+    @cached_property  # the index's name and its build both read it
     def document_hashes(self) -> pd.Series:
         return corpus_document_hashes(self.chunks, self.corpus)
 
@@ -124,79 +118,48 @@ class _Tables:
 def index_dir_for(source: ChunkSource, root: Path) -> Path:
     """build_index_dir for `source`, named by index_name: its tables are read only when the
     name is not known yet or the index must be built."""
+    return index_build(source, root).path
+
+
+def index_build(source: ChunkSource, root: Path) -> IndexBuild:
+    """The index of `source` under `root`, and how it came about: found whole, or built
+    (tasks/steps/index_build.py: the previous index's unchanged rows kept, only new chunk
+    texts tokenised)."""
     store = dir_store("indexes", root)
     name = index_name(source)
-    found = store.checked_dir(name, "rebuilding it", _check_format, mark=False)  # the run marks its use
+    found = store.checked_dir(name, "rebuilding it", check_format, mark=False)  # the run marks its use
     if found is not None:
-        return found
-    chunks, corpus = source.chunks, source.corpus
-    texts = dict(zip(corpus["doc_id"], corpus["text"]))
-    meta = chunks[["chunk_id", "doc_id", "char_start", "char_end"]].copy()
-    meta["text"] = [texts[d][s:e] for d, s, e in zip(meta["doc_id"], meta["char_start"], meta["char_end"])]
-    meta = with_gaps(meta, texts)
-    # Another process may win the race: its index is identical, and kept.
-    return store.write_dir(name, lambda tmp: _write_index(tmp, meta), replace=False)
-
-
-def with_gaps(meta: pd.DataFrame, texts: dict[str, str]) -> pd.DataFrame:
-    """`meta` plus gap_before / gap_after: the document text between each chunk and its
-    neighbours (tasks/core/chunk_split.gaps_between), for windows across chunk edges."""
-    order = meta.sort_values(["doc_id", "char_start", "char_end"], kind="stable")
-    before: dict[int, str | None] = {}
-    after: dict[int, str | None] = {}
-    for doc, rows in order.groupby("doc_id", sort=False).indices.items():
-        idx = order.index[rows]
-        b, a = gaps_between(order["char_start"].iloc[rows].tolist(), order["char_end"].iloc[rows].tolist(),
-                            texts[doc])
-        before.update(zip(idx, b))
-        after.update(zip(idx, a))
-    return meta.assign(gap_before=[before[i] for i in meta.index], gap_after=[after[i] for i in meta.index])
-
-
-def _write_index(tmp: Path, meta: pd.DataFrame) -> None:
-    """The index's files into `tmp` (renamed into place by the caller), sums.json last."""
-    (tmp / "tantivy").mkdir()
-    index = tantivy.Index(_schema(), path=str(tmp / "tantivy"))
-    writer = index.writer(_WRITER_HEAP, 1)
-    for i, text in enumerate(meta["text"]):
-        writer.add_document(tantivy.Document(row=i, body=" ".join(index_terms(text))))
-    writer.commit()
-    writer.wait_merging_threads()
-    # Arrow IPC, uncompressed: memory-mapped by every search process, which reads only
-    # the rows of its hits (not 100k chunk texts into Python strings per process).
-    feather.write_feather(meta.reset_index(drop=True), tmp / CHUNKS_FILE, compression="uncompressed")
-    (tmp / "info.json").write_text(json.dumps({"format": INDEX_FORMAT, "chunks": len(meta)}))
-    # sealed by the store: every file's size and md5, checked whenever the index is opened
-
-
-def _schema() -> tantivy.Schema:
-    sb = tantivy.SchemaBuilder()
-    sb.add_integer_field("row", stored=False, fast=True)  # the chunk's row in CHUNKS_FILE
-    sb.add_text_field("body", tokenizer_name="whitespace", index_option="freq")
-    return sb.build()
+        return IndexBuild(found, built=False)
+    return build_in_store(store, name, source.chunks, source.corpus, source.document_hashes)
 
 
 @lru_cache(maxsize=4)
-def _load(index_dir: str) -> tuple[tantivy.Searcher, tantivy.Schema, pa.Table]:
+def _load(index_dir: str) -> tuple[tantivy.Searcher, tantivy.Schema, BatchedRows]:
     index = tantivy.Index.open(str(Path(index_dir) / "tantivy"))
     index.reload()
     # Zero-copy: the table's buffers are the mapped file's pages, read on demand; the map
-    # stays open as long as the table (cached here) lives.
-    meta = pa.ipc.open_file(pa.memory_map(str(Path(index_dir) / CHUNKS_FILE))).read_all()
-    return index.searcher(), index.schema, meta
+    # stays open as long as the table (cached here) lives. Rows are taken per record batch.
+    return index.searcher(), index.schema, BatchedRows(read_rows(Path(index_dir)))
 
 
 def index_chunks(index_dir: str) -> pa.Table:
-    """Every indexed chunk (chunk_id, doc_id, char_start, char_end, text), memory-mapped:
+    """Every indexed chunk (chunk_id, doc_id, char_start, char_end, text, gaps, hashes,
+    terms: index_build.ROW_SCHEMA), memory-mapped:
     where each chunk sits in its document (tasks/steps/boundary.py joins neighbours)."""
-    return _load(index_dir)[2]
+    return _load(index_dir)[2].table
+
+
+def index_rows(index_dir: str, rows: np.ndarray | list[int], columns: list[str]) -> pa.Table:
+    """These rows (in this order) of these columns of the index's chunk table, read from
+    the record batches holding them (never a copy of the whole table)."""
+    return _load(index_dir)[2].take(rows, columns)
 
 
 def chunk_rows(index_dir: str, rows: list[int]) -> dict[int, tuple[str, str, int, str]]:
     """row → (chunk_id, doc_id, char_start, text) for just these rows of the index."""
     if not rows:
         return {}
-    meta = _load(index_dir)[2].take(pa.array(rows, type=pa.int64()))
+    meta = index_rows(index_dir, rows, ["chunk_id", "doc_id", "char_start", "text"])
     cols = [meta.column(c).to_pylist() for c in ("chunk_id", "doc_id", "char_start", "text")]
     return dict(zip(rows, zip(*cols)))
 
@@ -232,7 +195,7 @@ def hits_for_claims(claims: pd.DataFrame, retrieved_chunks: dict[str, set[str]],
     rows: list[dict] = []
     if top_k == 0 or claims.empty:
         return schemas.table(rows, schemas.Passages)
-    n = _load(index_dir)[2].num_rows
+    n = index_chunks(index_dir).num_rows
     recs = claims.to_dict("records")
     widest = max((len(retrieved_chunks.get(c["question_id"], ())) for c in recs), default=0)
     k = min(n, top_k + widest)

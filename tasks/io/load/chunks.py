@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
+from ragspan.tasks.core.documents import DocumentTexts
 from ragspan.tasks.core.schemas import Chunks
 from ragspan.tasks.errors import InputError
+from ragspan.tasks.io.digests import file_md5s
+from ragspan.tasks.io.load.batches import BATCH_BYTES, Batch, raise_missing_columns, table_batches
 from ragspan.tasks.io.load.corpus import _relpath
-from ragspan.tasks.io.load.files import _LAST_WS, _read_with_hash, find_table
+from ragspan.tasks.io.load.files import _LAST_WS, find_table
 from ragspan.tasks.io.load.problems import (
     _ints,
     _is_missing,
     _Problems,
-    _require_columns,
     _strings,
-    _strip_index,
     _unique,
     _validate_schema,
 )
@@ -34,9 +38,24 @@ def chunk_corpus(corpus: pd.DataFrame, size: int, overlap: int) -> pd.DataFrame:
         raise ValueError(
             f"need size > 0 and 0 <= overlap < size, got size={size}, overlap={overlap}"
         )
+    # Arrow arrays a batch of documents at a time: 10M chunks as Python lists would cost
+    # ~1.5 GB of heap on the way to a table of ~0.4 GB.
+    parts: list[pa.RecordBatch] = []
+    for batch in _document_batches(corpus):
+        parts.append(_windows(batch, size, overlap))
+    table = pa.Table.from_batches(parts, schema=_SCHEMA)
+    return table.to_pandas()
+
+
+_SCHEMA = pa.schema([("chunk_id", pa.large_string()), ("doc_id", pa.large_string()),
+                     ("char_start", pa.int64()), ("char_end", pa.int64())])
+
+
+def _windows(documents: list[tuple[str, str]], size: int, overlap: int) -> pa.RecordBatch:
+    """chunk_corpus's windows of these documents."""
     cid, did, starts, ends = [], [], [], []
     half = size // 2
-    for doc_id, text in zip(corpus["doc_id"].tolist(), corpus["text"].tolist()):
+    for doc_id, text in documents:
         n = len(text)
         start, i, prev_end = 0, 0, 0
         while True:
@@ -55,14 +74,16 @@ def chunk_corpus(corpus: pd.DataFrame, size: int, overlap: int) -> pd.DataFrame:
                 break
             start, prev_end = max(end - overlap, start + 1), end
             i += 1
-    return pd.DataFrame(
-        {
-            "chunk_id": pd.Series(cid, dtype="str"),
-            "doc_id": pd.Series(did, dtype="str"),
-            "char_start": pd.Series(starts, dtype="int64"),
-            "char_end": pd.Series(ends, dtype="int64"),
-        }
-    )
+    return pa.record_batch([pa.array(cid, pa.large_string()), pa.array(did, pa.large_string()),
+                            pa.array(starts, pa.int64()), pa.array(ends, pa.int64())], schema=_SCHEMA)
+
+
+def _document_batches(corpus: pd.DataFrame, batch: int = 4096) -> Iterator[list[tuple[str, str]]]:
+    """(doc_id, text) in corpus order, a batch of texts at a time as Python strings: the
+    corpus is memory-mapped (tasks/io/load/corpus_store.py), never held whole."""
+    for start in range(0, len(corpus), batch):
+        part = corpus.iloc[start : start + batch]
+        yield list(zip(part["doc_id"].tolist(), part["text"].tolist()))
 
 
 def load_chunks(data_dir: Path, corpus: pd.DataFrame, size: int, overlap: int) -> pd.DataFrame:
@@ -74,75 +95,133 @@ def load_chunks(data_dir: Path, corpus: pd.DataFrame, size: int, overlap: int) -
     return _load_chunks(Path(data_dir), corpus, size, overlap)[0]
 
 
+_COLUMNS = ("chunk_id", "doc_id", "char_start", "char_end")
+
+
 def _load_chunks(
-    data_dir: Path, corpus: pd.DataFrame, size: int, overlap: int
+    data_dir: Path, corpus: pd.DataFrame, size: int, overlap: int, batch_bytes: int = BATCH_BYTES,
+    doc_lengths: pd.Series | None = None,
 ) -> tuple[pd.DataFrame, dict[str, str]]:
+    """`doc_lengths`: doc_id → text length, when known without reading the texts (the
+    corpus store keeps them); else measured from `corpus`."""
     path = find_table(data_dir, "chunks", required=False)
     if path is None:
         return chunk_corpus(corpus, size, overlap), {}
-    df, digest = _read_with_hash(path)
-    _require_columns(path, df, ("chunk_id", "doc_id", "char_start", "char_end"))
-    if not len(df):
-        raise InputError(
-            path, None, None, "no chunks (delete the file to let ragspan chunk the corpus)"
-        )
-    df, rows = _strip_index(df)
-    lenient = path.suffix.lower() == ".csv"
-    doc_text = dict(zip(corpus["doc_id"].tolist(), corpus["text"].tolist()))
-
-    probs = _Problems(path, rows, ("chunk_id", df["chunk_id"].tolist()))
-    cids = _strings(df["chunk_id"].tolist(), "chunk_id", probs)
-    dids = _strings(df["doc_id"].tolist(), "doc_id", probs)
-    starts = _ints(df["char_start"].tolist(), "char_start", probs, lenient)
-    ends = _ints(df["char_end"].tolist(), "char_end", probs, lenient)
-    _unique(cids, "chunk_id", probs, rows)
-    texts = df["text"].tolist() if "text" in df.columns else None
-
-    unknown = range_bad = text_bad = False
-    for pos, (d, s, e) in enumerate(zip(dids, starts, ends)):
-        if d is None:
-            continue
-        doc = doc_text.get(d)
-        if doc is None:
-            if not unknown:
-                unknown = True
-                probs.add(pos, "doc_id", f"unknown doc_id {d!r} (not in the corpus)")
-            continue
-        if s is None or e is None:
-            continue
-        if not 0 <= s < e <= len(doc):
-            if not range_bad:
-                range_bad = True
-                if s >= e and 0 <= s and e <= len(doc):
-                    probs.add(
-                        pos, "char_end", f"char_end ({e}) must be greater than char_start ({s})"
-                    )
-                else:
-                    field = "char_start" if s < 0 or s >= len(doc) else "char_end"
-                    probs.add(
-                        pos,
-                        field,
-                        f"offsets [{s}, {e}) out of range: document {d!r} has {len(doc)} characters",
-                    )
-            continue
-        if texts is not None and not text_bad:
-            t = texts[pos]
-            if lenient and t == "":
-                continue  # an empty CSV cell: no text given for this chunk
-            if _is_missing(t):
-                continue
-            if t != doc[s:e]:
-                text_bad = True
-                probs.add(pos, "text", f"chunk text does not match the document at [{s}, {e})")
-    probs.raise_first()
-
-    out = pd.DataFrame(
-        {
-            "chunk_id": pd.Series(cids, dtype="str"),
-            "doc_id": pd.Series(dids, dtype="str"),
-            "char_start": pd.Series(starts, dtype="int64"),
-            "char_end": pd.Series(ends, dtype="int64"),
-        }
-    )
-    out = _validate_schema(Chunks, out, path, rows)
+    digest = file_md5s([path])[0]
+    checks = _ChunkChecks(path, corpus, doc_lengths)
+    batches = table_batches(path, batch_bytes)
+    columns: dict[str, None] = {}
+    for i, batch in enumerate(batches):
+        problems = checks.batch(batch)
+        if problems.found or i == 0:
+            raise_missing_columns(path, batch, columns, batches, _COLUMNS)
+        if problems.found:
+            checks.raise_earliest(problems)
+    if not checks.count:
+        raise InputError(path, None, None, "no chunks (delete the file to let ragspan chunk the corpus)")
+    checks.raise_duplicate(None)
+    out = pa.table({c: pa.chunked_array(parts, type=pa.large_string() if i < 2 else pa.int64())
+                    for i, (c, parts) in enumerate(checks.parts.items())}).to_pandas()
+    out = _validate_schema(Chunks, out, path, checks.rows)
     return out, {_relpath(path, data_dir): digest}
+
+
+class _ChunkChecks:
+    """A chunk table checked a batch at a time, as a whole-file read checks it: the first
+    problem in file order wins. Within a batch every check keeps its first failure; a
+    chunk_id repeated across batches is found over 64-bit hashes of every id read so far
+    (`raise_duplicate`: ~80 MB at 10M chunks, not a set of every id as Python strings)."""
+
+    def __init__(self, path: Path, corpus: pd.DataFrame, doc_lengths: pd.Series | None) -> None:
+        self.path, self.lenient = path, path.suffix.lower() == ".csv"
+        # Lengths for the range checks; a text only for a row that gives its own (the corpus
+        # is memory-mapped: tasks/io/load/corpus_store.py).
+        if doc_lengths is None:
+            doc_lengths = pd.Series(corpus["text"].str.len().to_numpy(), index=corpus["doc_id"].tolist())
+        self.doc_len = dict(zip(doc_lengths.index.tolist(), doc_lengths.tolist()))
+        self.texts = DocumentTexts(corpus)
+        self.parts: dict[str, list[pa.Array]] = {c: [] for c in _COLUMNS}
+        self.id_hashes: list[np.ndarray] = []
+        self.row_parts: list[np.ndarray] = []
+        self.failed: list | None = None
+        self.count = 0
+
+    @property
+    def rows(self) -> np.ndarray:
+        return np.concatenate(self.row_parts) if self.row_parts else np.array([], dtype=np.int64)
+
+    def batch(self, batch: Batch) -> _Problems:
+        """The batch's problems; its columns kept when it has none."""
+        col = lambda name: batch.columns.get(name, [None] * len(batch.rows))
+        probs = _Problems(self.path, batch.rows, ("chunk_id", col("chunk_id")))
+        cids = _strings(col("chunk_id"), "chunk_id", probs)
+        dids = _strings(col("doc_id"), "doc_id", probs)
+        starts = _ints(col("char_start"), "char_start", probs, self.lenient)
+        ends = _ints(col("char_end"), "char_end", probs, self.lenient)
+        _unique(cids, "chunk_id", probs, batch.rows)
+        self._places(probs, dids, starts, ends, batch.columns.get("text"))
+        self.id_hashes.append(pd.util.hash_array(np.asarray(cids, dtype=object), categorize=False))
+        self.row_parts.append(np.asarray(batch.rows, dtype=np.int64))
+        self.failed = cids if probs.found else None  # its ids, for raise_duplicate
+        if not probs.found:
+            for name, values in zip(_COLUMNS, (cids, dids, starts, ends)):
+                self.parts[name].append(pa.array(values, type=pa.large_string() if name in _COLUMNS[:2] else pa.int64()))
+            self.count += len(batch.rows)
+        return probs
+
+    def _places(self, probs: _Problems, dids: list, starts: list, ends: list, texts: list | None) -> None:
+        unknown = range_bad = text_bad = False
+        for pos, (d, s, e) in enumerate(zip(dids, starts, ends)):
+            if d is None:
+                continue
+            n = self.doc_len.get(d)
+            if n is None:
+                if not unknown:
+                    unknown = True
+                    probs.add(pos, "doc_id", f"unknown doc_id {d!r} (not in the corpus)")
+                continue
+            if s is None or e is None:
+                continue
+            if not 0 <= s < e <= n:
+                if not range_bad:
+                    range_bad = True
+                    if s >= e and 0 <= s and e <= n:
+                        probs.add(pos, "char_end", f"char_end ({e}) must be greater than char_start ({s})")
+                    else:
+                        field = "char_start" if s < 0 or s >= n else "char_end"
+                        probs.add(pos, field, f"offsets [{s}, {e}) out of range: document {d!r} has {n} characters")
+                continue
+            if texts is not None and not text_bad:
+                t = texts[pos]
+                if (self.lenient and t == "") or _is_missing(t):
+                    continue  # no text given for this chunk (an empty CSV cell, a null)
+                if t != self.texts[d][s:e]:
+                    text_bad = True
+                    probs.add(pos, "text", f"chunk text does not match the document at [{s}, {e})")
+
+    def raise_earliest(self, problems: _Problems) -> None:
+        """The batch's first problem, unless a chunk_id repeated across batches comes first."""
+        first_problem = min(problems.found)[0] + self.count
+        self.raise_duplicate(first_problem)
+        problems.raise_first()
+
+    def raise_duplicate(self, before: int | None) -> None:
+        """InputError for the first chunk_id (in file order, before position `before`) that
+        an earlier row already has."""
+        hashes = np.concatenate(self.id_hashes) if self.id_hashes else np.array([], dtype=np.uint64)
+        order = np.argsort(hashes, kind="stable")
+        same = hashes[order][1:] == hashes[order][:-1]
+        if not same.any():
+            return
+        read = [p.to_pylist() for p in self.parts["chunk_id"]] + ([self.failed] if self.failed is not None else [])
+        ids = np.asarray([i for part in read for i in part], dtype=object)
+        for pos in sorted(int(p) for p in order[1:][same]):
+            if before is not None and pos >= before:
+                return
+            firsts = np.flatnonzero(ids[:pos] == ids[pos]) if ids[pos] is not None else []
+            if len(firsts):
+                rows = self.rows
+                raise InputError(self.path, int(rows[pos]), "chunk_id",
+                                 f"duplicate chunk_id {ids[pos]!r} (first at row {int(rows[firsts[0]])})")
+
+

@@ -7,6 +7,7 @@ import hashlib
 import io
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -79,39 +80,51 @@ def _lone_surrogate_field(obj: dict) -> str | None:
     return None
 
 
+def jsonl_decoder() -> Callable[[str], Any]:
+    """The strict JSON decoder of every JSONL line: no NaN/Infinity, no repeated key."""
+    return json.JSONDecoder(parse_constant=_reject_constant, object_pairs_hook=_unique_keys).decode
+
+
+def jsonl_record(path: Path, lineno: int, line: str, loads: Callable[[str], Any]) -> dict | None:
+    """One JSONL line parsed: its object, None for a blank line; InputError naming the line."""
+    if not line.strip():
+        return None
+    try:
+        obj = loads(line)
+    except ValueError as exc:
+        detail = (
+            f"{exc.msg} at column {exc.colno}"
+            if isinstance(exc, json.JSONDecodeError)
+            else str(exc)
+        )
+        raise InputError(path, lineno, None, f"not valid JSON ({detail})") from None
+    except RecursionError:
+        raise InputError(path, lineno, None, "not valid JSON (nested too deeply)") from None
+    if not isinstance(obj, dict):
+        raise InputError(
+            path, lineno, None, f"expected a JSON object, got {type(obj).__name__}"
+        )
+    if _SURROGATE_ESCAPE.search(line):
+        field = _lone_surrogate_field(obj)
+        if field is not None:
+            raise InputError(
+                path, lineno, field,
+                "lone UTF-16 surrogate escape (e.g. \\ud800): not a Unicode character",
+            )
+    return obj
+
+
 def _jsonl_records(path: Path, text: str) -> tuple[list[dict], list[int]]:
     """Parse JSONL: one object per line; blank lines skipped; line numbers kept."""
     records: list[dict] = []
     lines: list[int] = []
-    loads = json.JSONDecoder(parse_constant=_reject_constant, object_pairs_hook=_unique_keys).decode
+    loads = jsonl_decoder()
     # Split on "\n" only: str.splitlines would also split on U+2028 etc., legal in JSON strings.
     for lineno, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = loads(line)
-        except ValueError as exc:
-            detail = (
-                f"{exc.msg} at column {exc.colno}"
-                if isinstance(exc, json.JSONDecodeError)
-                else str(exc)
-            )
-            raise InputError(path, lineno, None, f"not valid JSON ({detail})") from None
-        except RecursionError:
-            raise InputError(path, lineno, None, "not valid JSON (nested too deeply)") from None
-        if not isinstance(obj, dict):
-            raise InputError(
-                path, lineno, None, f"expected a JSON object, got {type(obj).__name__}"
-            )
-        if _SURROGATE_ESCAPE.search(line):
-            field = _lone_surrogate_field(obj)
-            if field is not None:
-                raise InputError(
-                    path, lineno, field,
-                    "lone UTF-16 surrogate escape (e.g. \\ud800): not a Unicode character",
-                )
-        records.append(obj)
-        lines.append(lineno)
+        obj = jsonl_record(path, lineno, line, loads)
+        if obj is not None:
+            records.append(obj)
+            lines.append(lineno)
     return records, lines
 
 

@@ -105,20 +105,27 @@ class _RunBuilder:
         chunks: pd.DataFrame,
         questions: pd.DataFrame,
         default_context_k: int,
+        records: list[dict],
     ):
         self.path, self.run, self.default_k = path, run, default_context_k
         self.qids = set(questions["question_id"].tolist())
-        ids, texts = corpus["doc_id"].tolist(), corpus["text"].tolist()
-        self.doc_len = {d: len(t) for d, t in zip(ids, texts)}
-        self.index = CorpusTextIndex(ids, texts)
-        c_ids = chunks["chunk_id"].tolist()
-        c_docs = chunks["doc_id"].tolist()
-        c_s = chunks["char_start"].tolist()
-        c_e = chunks["char_end"].tolist()
-        self.chunk = {c: (d, s, e) for c, d, s, e in zip(c_ids, c_docs, c_s, c_e)}
+        # Lookups for the chunks and documents the run names only (`_named`): a dict of every
+        # chunk's place costs ~2 GB of heap at 10M chunks; a run names ~10 per answer.
+        named_chunks, named_docs = _named(records)
+        # Lengths, not texts: the corpus is memory-mapped (tasks/io/load/corpus_store.py);
+        # its texts become Python strings only if an item gives a text to find.
+        named = corpus[corpus["doc_id"].isin(named_docs).to_numpy(dtype=bool)]
+        self.doc_len = dict(zip(named["doc_id"].tolist(), named["text"].str.len().tolist()))
+        self._corpus = corpus
+        self._index: CorpusTextIndex | None = None
+        self._chunks = chunks
+        # An ad-hoc chunk's id ("doc@s-e") must not be a user chunk's: those with an "@".
+        at = chunks["chunk_id"].str.contains("@", regex=False).to_numpy(dtype=bool)
+        wanted = chunks["chunk_id"].isin(named_chunks).to_numpy(dtype=bool) | at
+        self.chunk = _places(chunks[wanted])
         self.by_span: dict[tuple[str, int, int], str] = {}
-        for c, d, s, e in zip(c_ids, c_docs, c_s, c_e):
-            self.by_span.setdefault((d, s, e), c)  # the first chunk with these offsets
+        self._spans_of: set[str] = set()  # documents whose chunks by_span holds
+        self.spans_for(named_docs)
         self.adhoc: list[tuple[str, str, int, int]] = []
         self.answers: dict[str, list] = {"run": [], "question_id": [], "answer": [], "claims": []}
         self.answer_rows: list[int] = []
@@ -129,8 +136,20 @@ class _RunBuilder:
     def err(self, row: int, field: str | None, message: str) -> InputError:
         return InputError(self.path, row, field, message)
 
+    def spans_for(self, doc_ids: set[str]) -> None:
+        """by_span: (doc_id, start, end) → the first chunk with these offsets, for the chunks
+        of `doc_ids` (in one pass over the chunk table)."""
+        new = doc_ids - self._spans_of
+        if not new:
+            return
+        self._spans_of |= new
+        mine = self._chunks[self._chunks["doc_id"].isin(new).to_numpy(dtype=bool)]
+        for c, (d, s, e) in _places(mine).items():
+            self.by_span.setdefault((d, s, e), c)  # the first chunk with these offsets
+
     def chunk_for(self, doc_id: str, s: int, e: int) -> str:
         """Reuse a chunk with exactly these offsets, else register an ad-hoc one."""
+        self.spans_for({doc_id})  # a text found in a document the run did not name
         cid = self.by_span.get((doc_id, s, e))
         if cid is None:
             cid = base = f"{doc_id}@{s}-{e}"
@@ -298,7 +317,7 @@ class _RunBuilder:
                 raise self.err(
                     row, f"{f}.text", f"expected a non-empty string ({rank}), got {_describe(text)}"
                 )
-            hit = self.index.locate(text, d)
+            hit = self.text_index().locate(text, d)
             if hit is None:
                 where = f"document {d!r}" if d is not None else "the corpus"
                 raise self.err(
@@ -316,12 +335,40 @@ class _RunBuilder:
             f"give exactly one of {', '.join(ITEM_FORMS)}",
         )
 
+    def text_index(self) -> CorpusTextIndex:
+        """The corpus prepared for finding texts, at the first item that gives one."""
+        if self._index is None:
+            self._index = CorpusTextIndex(self._corpus["doc_id"].tolist(), self._corpus["text"].tolist())
+        return self._index
+
     def doc_id(self, row: int, f: str, rank: str, d: Any) -> str:
         if not isinstance(d, str):
             raise self.err(row, f"{f}.doc_id", f"expected a string ({rank}), got {_describe(d)}")
         if d not in self.doc_len:
             raise self.err(row, f"{f}.doc_id", f"unknown doc_id {d!r} ({rank})")
         return d
+
+
+def _named(records: list[dict]) -> tuple[set[str], set[str]]:
+    """The chunk_ids and doc_ids the run's retrieved items give (whatever their form: a
+    malformed one is reported by _RunBuilder in file order)."""
+    chunk_ids: set[str] = set()
+    doc_ids: set[str] = set()
+    for rec in records:
+        items = rec.get("retrieved")
+        for it in items if isinstance(items, list) else ():
+            if isinstance(it, dict):
+                if isinstance(it.get("chunk_id"), str):
+                    chunk_ids.add(it["chunk_id"])
+                if isinstance(it.get("doc_id"), str):
+                    doc_ids.add(it["doc_id"])
+    return chunk_ids, doc_ids
+
+
+def _places(chunks: pd.DataFrame) -> dict[str, tuple[str, int, int]]:
+    """chunk_id → (doc_id, char_start, char_end), in table order."""
+    columns = (chunks[c].tolist() for c in ("chunk_id", "doc_id", "char_start", "char_end"))
+    return {c: (d, s, e) for c, d, s, e in zip(*columns)}
 
 
 def _load_run(
@@ -340,7 +387,7 @@ def _load_run(
     records, lines = _jsonl_records(path, _decode(path, raw, 0))
     if not records:
         raise InputError(path, None, None, "no records")
-    b = _RunBuilder(path, run, corpus, chunks, questions, default_context_k)
+    b = _RunBuilder(path, run, corpus, chunks, questions, default_context_k, records)
     for row, rec in zip(lines, records):
         b.record(row, rec)
 

@@ -19,7 +19,7 @@ from ragspan.tasks.errors import InputError
 from ragspan.tasks.io.digests import file_md5s
 from ragspan.tasks.io.inputs_cache import cached_entry, keep_entry, kept_with_inputs
 from ragspan.tasks.io.load.chunks import _load_chunks
-from ragspan.tasks.io.load.corpus import load_corpus
+from ragspan.tasks.io.load.corpus_store import StoredCorpus, stored_corpus
 from ragspan.tasks.io.load.files import TABLE_SUFFIXES
 from ragspan.tasks.io.load.questions import _load_questions
 from ragspan.tasks.io.load.runs import _RETRIEVED_COLS, _empty_answers, _load_run, _retrieved_frame
@@ -31,9 +31,18 @@ class InputTables:
     """The large tables of a workspace: what an unchanged re-run never reads (its results
     are kept whole, tasks/reporting/snapshot.py), kept in their own cache entry."""
 
-    corpus: pd.DataFrame  # Corpus: doc_id, text, metadata columns
+    stored_corpus: StoredCorpus | None  # the corpus store's entry (None: a head's, no tables)
     chunks: pd.DataFrame  # Chunks: chunk_id, doc_id, char_start, char_end (+ run's ad-hoc chunks)
     retrieved: pd.DataFrame  # Retrieved (empty, typed, when run is None)
+
+    @property
+    def corpus(self) -> pd.DataFrame:
+        """Corpus: doc_id, text, metadata columns — its texts memory-mapped from the store."""
+        return self.stored_corpus.frame() if self.stored_corpus is not None else pd.DataFrame()
+
+    def whole(self) -> bool:
+        """The corpus entry these tables name is still in the store (pruning may remove it)."""
+        return self.stored_corpus is None or self.stored_corpus.exists()
 
 
 class DeferredTables:
@@ -52,7 +61,7 @@ class DeferredTables:
         with self._lock:
             if self._tables is None:
                 tables = _cached(self.path)
-                if not isinstance(tables, InputTables):
+                if not (isinstance(tables, InputTables) and tables.whole()):
                     if self._current_key() != self._key:
                         raise InputError(self.path, None, None, "the input files changed during the run")
                     tables = self._reread()
@@ -62,7 +71,7 @@ class DeferredTables:
 
     def __reduce__(self) -> tuple:
         tables = self.get()
-        return InputTables, (tables.corpus, tables.chunks, tables.retrieved)
+        return InputTables, (tables.stored_corpus, tables.chunks, tables.retrieved)
 
 
 @dataclass(frozen=True, eq=False)  # eq=False: comparing DataFrames with == is ambiguous
@@ -97,9 +106,14 @@ class Workspace:
     @property
     def document_hashes(self) -> pd.Series:
         """doc_id → the document's hash (its text and chunk rows: tasks/core/corpus_identity.py),
-        computed once per validated-inputs entry and kept beside it."""
-        return kept_with_inputs(self.inputs_key, "dochash", IDENTITY_VERSION,
-                                lambda: corpus_document_hashes(self.chunks, self.corpus))
+        computed once per validated-inputs entry and kept beside it; the texts' hashes are
+        the corpus store's, made as the texts were read."""
+        def computed() -> pd.Series:
+            stored = self._input_tables().stored_corpus
+            hashes = stored.text_hashes() if stored is not None else None
+            return corpus_document_hashes(self.chunks, self.corpus, hashes)
+
+        return kept_with_inputs(self.inputs_key, "dochash", IDENTITY_VERSION, computed)
 
 
 # --------------------------------------------------------------------------- workspace
@@ -182,13 +196,13 @@ def load_workspace(
                                    tables=DeferredTables(tables_path, ws_key, current_key, reread))
 
     head = _cached(root / f"ws-{ws_key}.pickle")
-    if isinstance(head, Workspace):
+    if isinstance(head, Workspace):  # its tables (and their corpus entry) checked at first use
         LAST_LOAD["source"] = "validated-inputs cache: hit"
         touch(tables_path)  # used with its head: pruned with it, not before it
         return with_deferred_tables(head)
     base = _cached(root / f"base-{base_key}.pickle")
     LAST_LOAD["source"] = "validated-inputs cache: corpus/chunks/questions hit, run file read"
-    if not (isinstance(base, tuple) and len(base) == 4):
+    if not (isinstance(base, tuple) and len(base) == 4 and isinstance(base[0], StoredCorpus) and base[0].exists()):
         LAST_LOAD["source"] = "validated-inputs cache: miss, every file read and validated"
         base = _read_base(data_dir, chunk_size, chunk_overlap)
         _keep(root / f"base-{base_key}.pickle", base)
@@ -197,32 +211,33 @@ def load_workspace(
     # reads (~7 MB of 76 at 100k chunks × 10k answers). The tables first: a head is only
     # ever found with its tables written (or, gone since, read again from the files).
     _keep(tables_path, ws._input_tables())
-    no_tables = InputTables(pd.DataFrame(), pd.DataFrame(), pd.DataFrame())  # a head's: read as deferred
+    no_tables = InputTables(None, pd.DataFrame(), pd.DataFrame())  # a head's: read as deferred
     _keep(root / f"ws-{ws_key}.pickle", dataclasses.replace(ws, tables=no_tables))
     return with_deferred_tables(ws) if deferred else ws
 
 
 def _read_base(data_dir: Path, chunk_size: int, chunk_overlap: int
-               ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict[str, str]]:
-    """corpus, chunks, questions and their files' md5s: what every run of a data dir shares."""
+               ) -> tuple[StoredCorpus, pd.DataFrame, pd.DataFrame, dict[str, str]]:
+    """corpus (its store entry), chunks, questions and their files' md5s: what every run of
+    a data dir shares."""
     files: dict[str, str] = {}
-    corpus, h = load_corpus(data_dir)
+    stored, h = stored_corpus(data_dir)
     files.update(h)
-    chunks, h = _load_chunks(data_dir, corpus, chunk_size, chunk_overlap)
+    chunks, h = _load_chunks(data_dir, stored.frame(), chunk_size, chunk_overlap, doc_lengths=stored.text_lengths())
     files.update(h)
     questions, h = _load_questions(data_dir)
     files.update(h)
-    return corpus, chunks, questions, files
+    return stored, chunks, questions, files
 
 
-def _read_workspace(data_dir: Path, run: str | None, default_context_k: int, corpus: pd.DataFrame,
+def _read_workspace(data_dir: Path, run: str | None, default_context_k: int, stored: StoredCorpus,
                     chunks: pd.DataFrame, questions: pd.DataFrame, base_files: dict[str, str]) -> Workspace:
     files = dict(base_files)
     if run is None:
         answers, retrieved = _empty_answers(), _retrieved_frame({k: [] for k in _RETRIEVED_COLS})
     else:
         (answers, retrieved, chunks), h = _load_run(
-            data_dir, run, corpus, chunks, questions, default_context_k
+            data_dir, run, stored.frame(), chunks, questions, default_context_k
         )
         files.update(h)
     return Workspace(
@@ -231,7 +246,7 @@ def _read_workspace(data_dir: Path, run: str | None, default_context_k: int, cor
         questions=questions,
         answers=answers,
         input_files=dict(sorted(files.items())),
-        tables=InputTables(corpus=corpus, chunks=chunks, retrieved=retrieved),
+        tables=InputTables(stored_corpus=stored, chunks=chunks, retrieved=retrieved),
     )
 
 

@@ -1,0 +1,154 @@
+"""The corpus store: the corpus read a batch at a time into a memory-mapped entry of the
+state dir (tasks/io/load/corpus_store.py), equal to reading it whole; bad input stops with
+its file, row and field and leaves nothing; a damaged entry is read again."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from ragspan.tasks.config import load_settings
+from ragspan.tasks.core.corpus_identity import text_hashes
+from ragspan.tasks.errors import InputError
+from ragspan.tasks.io.load import checked_workspace
+from ragspan.tasks.io.load.chunks import _load_chunks
+from ragspan.tasks.io.load.corpus_store import TEXTS_FILE, stored_corpus
+
+from tests.conftest import SAMPLE
+
+RECORDS = [json.loads(line) for line in (SAMPLE / "corpus.jsonl").read_text(encoding="utf-8").splitlines()]
+ONE_RECORD = 1  # bytes per batch: every record its own batch
+
+
+def _jsonl(path: Path, records: list[dict]) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "corpus.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+def _forms(tmp: Path) -> dict[str, Path]:
+    """The sample corpus as JSONL (a metadata key met only late), CSV, Parquet and a folder."""
+    late = RECORDS[:5] + [dict(r, rank=i) for i, r in enumerate(RECORDS[5:])]  # "rank" first met in batch 6
+    frame = pd.DataFrame(RECORDS)
+    (tmp / "csv").mkdir()
+    frame.to_csv(tmp / "csv" / "corpus.csv", index=False)
+    (tmp / "parquet").mkdir()
+    frame.assign(n=[None if i == 3 else i for i in range(len(frame))]).to_parquet(tmp / "parquet" / "corpus.parquet")
+    folder = tmp / "folder" / "corpus" / "sub"
+    folder.mkdir(parents=True)
+    for i, r in enumerate(RECORDS[:6]):
+        (folder.parent / ("sub" if i % 2 else "") / f"{i}.md").write_text(r["text"], encoding="utf-8")
+    return {"jsonl": _jsonl(tmp / "jsonl", late), "csv": tmp / "csv", "parquet": tmp / "parquet",
+            "folder": tmp / "folder"}
+
+
+@pytest.mark.usefixtures("state_dir")
+def test_a_corpus_read_in_batches_equals_one_read_whole(tmp_path: Path):
+    for form, data in _forms(tmp_path).items():
+        whole, md5s = stored_corpus(data)
+        frame = whole.frame()
+        for entry in whole.path.parent.iterdir():  # the next read is a fresh one, in batches
+            if entry.is_dir():
+                for f in entry.iterdir():
+                    f.unlink()
+                entry.rmdir()
+        batched, md5s_again = stored_corpus(data, batch_bytes=ONE_RECORD)
+        again = batched.frame()
+        assert frame.equals(again) and list(frame.dtypes) == list(again.dtypes), form
+        assert md5s == md5s_again and len(frame) > 1, form
+        assert np.array_equal(batched.text_hashes(), text_hashes(frame["text"].tolist())), form
+    late = stored_corpus(tmp_path / "jsonl")[0].frame()
+    assert late["rank"].isna().sum() == 5 and late["rank"].iloc[5:].tolist() == list(range(len(RECORDS) - 5))
+
+
+@pytest.mark.usefixtures("state_dir")
+def test_bad_input_in_a_later_batch_names_its_row_and_leaves_nothing(tmp_path: Path, state_dir: Path):
+    bad = [*RECORDS[:7], dict(RECORDS[7], text="   "), *RECORDS[8:], RECORDS[2]]
+    data = _jsonl(tmp_path / "bad", bad)
+    with pytest.raises(InputError) as err:
+        stored_corpus(data, batch_bytes=ONE_RECORD)
+    assert (err.value.row, err.value.field) == (8, "text") and "whitespace-only" in str(err.value)
+    duplicate = _jsonl(tmp_path / "dup", [*RECORDS, RECORDS[2]])
+    with pytest.raises(InputError, match=r"row \d+, field 'doc_id': duplicate doc_id .* \(first at row 3\)"):
+        stored_corpus(duplicate, batch_bytes=ONE_RECORD)
+    store = state_dir / "corpus"
+    assert not store.exists() or not any(store.iterdir())  # no entry, no half-written leftover
+
+
+@pytest.mark.usefixtures("state_dir")
+def test_the_workspace_keeps_the_corpus_texts_in_the_store_not_in_its_cache(tmp_path: Path, state_dir: Path):
+    ws = checked_workspace(SAMPLE, "baseline", load_settings(None))
+    corpus_bytes = sum(len(t.encode()) for t in ws.corpus["text"])
+    kept = b"".join(p.read_bytes() for p in (state_dir / "inputs").glob("*.pickle"))
+    assert all(t[:300].encode() not in kept for t in ws.corpus["text"])  # no text in the inputs cache
+    entries = [p for p in (state_dir / "corpus").iterdir() if p.is_dir()]
+    assert len(entries) == 1 and (entries[0] / TEXTS_FILE).stat().st_size == corpus_bytes  # UTF-8, as read
+    sent = pickle.dumps(ws)  # as a Dask worker gets it: the entry's path, not its texts
+    assert pickle.loads(sent).corpus.equals(ws.corpus) and ws.corpus["text"].iloc[0][:300].encode() not in sent
+
+
+@pytest.mark.usefixtures("state_dir")
+def test_a_damaged_entry_is_read_again_from_the_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    data = _jsonl(tmp_path / "c", RECORDS)
+    first, _ = stored_corpus(data)
+    before = first.frame()["text"].tolist()  # Python strings: the frame maps the file it damages
+    path = first.path / TEXTS_FILE
+    raw = bytearray(path.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    path.write_bytes(bytes(raw))
+    again, _ = stored_corpus(data)
+    assert "corpus store entry" in capsys.readouterr().err
+    assert (again.path / TEXTS_FILE).read_bytes() != bytes(raw)
+    assert again.frame()["text"].tolist() == before
+
+
+def _chunk_rows() -> list[dict]:
+    return [json.loads(line) for line in (SAMPLE / "chunks.jsonl").read_text(encoding="utf-8").splitlines()]
+
+
+def _write_rows(path: Path, rows: list[dict]) -> None:
+    if path.suffix == ".jsonl":
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    elif path.suffix == ".csv":
+        pd.DataFrame(rows).to_csv(path, index=False)
+    else:
+        pd.DataFrame(rows).to_parquet(path)
+
+
+@pytest.mark.usefixtures("state_dir")
+def test_a_chunk_table_read_in_batches_equals_one_read_whole(tmp_path: Path):
+    corpus = stored_corpus(SAMPLE)[0].frame()
+    texts = dict(zip(corpus["doc_id"], corpus["text"]))
+    rows = [dict(r, text=texts[r["doc_id"]][r["char_start"]:r["char_end"]]) for r in _chunk_rows()]
+    for suffix in ("jsonl", "csv", "parquet"):
+        data = tmp_path / suffix
+        data.mkdir()
+        _write_rows(data / f"chunks.{suffix}", rows)
+        whole, md5s = _load_chunks(data, corpus, 800, 100)
+        batched, md5s_again = _load_chunks(data, corpus, 800, 100, batch_bytes=ONE_RECORD)
+        assert whole.equals(batched) and list(whole.dtypes) == list(batched.dtypes) and md5s == md5s_again, suffix
+        assert len(whole) == len(rows) and list(whole.columns) == ["chunk_id", "doc_id", "char_start", "char_end"]
+
+
+@pytest.mark.usefixtures("state_dir")
+def test_a_chunk_id_repeated_across_batches_is_reported_in_file_order(tmp_path: Path):
+    corpus = stored_corpus(SAMPLE)[0].frame()
+    rows = _chunk_rows()
+    out_of_range = dict(rows[0], chunk_id="late", char_end=10**7)
+    cases = {  # (rows, the row and field a whole-file read names)
+        "duplicate first": ([*rows[:5], rows[1], *rows[5:], out_of_range], (6, "chunk_id")),
+        "range first": ([*rows[:3], out_of_range, *rows[3:], rows[1]], (4, "char_end")),
+        "duplicate alone": ([*rows, rows[40]], (len(rows) + 1, "chunk_id")),
+    }
+    for name, (records, (row, field)) in cases.items():
+        data = tmp_path / name.replace(" ", "-")
+        data.mkdir()
+        (data / "chunks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+        for batch_bytes in (ONE_RECORD, 1 << 20):
+            with pytest.raises(InputError) as err:
+                _load_chunks(data, corpus, 800, 100, batch_bytes=batch_bytes)
+            assert (err.value.row, err.value.field) == (row, field), (name, batch_bytes, str(err.value))
