@@ -95,8 +95,8 @@ def measure(ws: Path, work: Path, check: bool, names: tuple[str, ...] = tuple(n 
 
 
 def table(res: dict) -> str:
-    lines = ["| run | wall s | × cold | CPU s | × cold | answers reused | answers resumed | pairs judged "
-             "| verdicts reused |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [("| run | wall s | × cold | CPU s | × cold | answers reused | answers resumed | pairs judged "
+              "| verdicts reused |"), "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, r in res["rows"].items():
         lines.append(f"| {name} | {r['wall_s']} | {r['wall_x_cold']} | {r['cpu_s']} | {r['cpu_x_cold']} "
                      f"| {r['answers_reused']:,} | {r.get('answers_resumed', 0):,} | {r['pairs_judged']:,} "
