@@ -152,3 +152,13 @@ def test_a_chunk_id_repeated_across_batches_is_reported_in_file_order(tmp_path: 
             with pytest.raises(InputError) as err:
                 _load_chunks(data, corpus, 800, 100, batch_bytes=batch_bytes)
             assert (err.value.row, err.value.field) == (row, field), (name, batch_bytes, str(err.value))
+
+
+def test_chunk_rows_are_hashed_the_same_a_slice_at_a_time(monkeypatch: pytest.MonkeyPatch):
+    from ragspan.tasks.core import corpus_identity
+
+    rows = pd.DataFrame(_chunk_rows())
+    chunks = rows.astype({"chunk_id": "str", "doc_id": "str"})
+    whole = corpus_identity.chunk_row_hashes(chunks)
+    monkeypatch.setattr(corpus_identity, "_ROW_SLICE", 7)
+    assert np.array_equal(corpus_identity.chunk_row_hashes(chunks), whole) and len(whole) == len(rows) > 7
