@@ -36,10 +36,18 @@ class IndexLayout:
         self._doc_code = pd.Index(docs.to_pylist())
         self._ids = table.column("chunk_id")
         self._rows: dict[str, int] = {}
+        self._spans: dict[str, tuple[int, int]] = {}
 
     def _span(self, doc_id: str) -> tuple[int, int]:
-        code = self._doc_code.get_indexer([doc_id])[0]
-        return (0, 0) if code < 0 else (int(self._lo[code]), int(self._hi[code]))
+        """The document's rows in the sorted order, [lo, hi); kept per document asked about."""
+        span = self._spans.get(doc_id)
+        if span is None:
+            try:
+                code = self._doc_code.get_loc(doc_id)  # one hash lookup (get_indexer builds an Index a call)
+                span = self._spans[doc_id] = (int(self._lo[code]), int(self._hi[code]))
+            except KeyError:
+                span = (0, 0)
+        return span
 
     def _chunk(self, doc_id: str, k: int) -> Chunk:
         row = int(self._order[k])
