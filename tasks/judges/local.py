@@ -20,7 +20,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import gc
-import multiprocessing
 import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -44,6 +43,7 @@ from ragspan.tasks.judges.base import (
 )
 from ragspan.tasks.judges.verdict_cache import rows_with_cache
 from ragspan.tasks.judges.verifier import Row, model_path, verifier
+from ragspan.tasks.tools.worker_processes import spawn_pool
 
 # The local judge's model name in manifests; its version is the verifier's
 # (`local-5.0+<model hash>`), so a new fitted model is a new judge in every cache key.
@@ -199,9 +199,7 @@ def _pool_for(pairs: int, processes: int) -> ProcessPoolExecutor | None:
     with _pool_lock:
         pool = _pools.get(processes)
         if pool is None:
-            # spawn, not fork: the parent runs Prefect's threads, and a forked child could
-            # inherit a lock one of them held.
-            pool = _pools[processes] = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"))
+            pool = _pools[processes] = spawn_pool(processes)
             atexit.register(pool.shutdown, wait=False, cancel_futures=True)
         return pool
 

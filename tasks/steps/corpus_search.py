@@ -39,6 +39,7 @@ from ragspan.tasks.core.arrow_rows import BatchedRows
 from ragspan.tasks.core.corpus_identity import corpus_document_hashes, snapshot_digest
 from ragspan.tasks.io import heal
 from ragspan.tasks.io.inputs_cache import kept_with_inputs
+from ragspan.tasks.io.mapped import release_mapped_pages
 from ragspan.tasks.io.store import dir_store
 from ragspan.tasks.steps.cache_policy import step_task
 from ragspan.tasks.steps.index_build import (  # noqa: F401 — CHUNKS_FILE, index_terms: this module's API too
@@ -151,8 +152,12 @@ def index_chunks(index_dir: str) -> pa.Table:
 
 def index_rows(index_dir: str, rows: np.ndarray | list[int], columns: list[str]) -> pa.Table:
     """These rows (in this order) of these columns of the index's chunk table, read from
-    the record batches holding them (never a copy of the whole table)."""
-    return _load(index_dir)[2].take(rows, columns)
+    the record batches holding them (never a copy of the whole table). `take` copies them:
+    the mapped pages read for them are handed back (tasks/io/mapped.py), so a search over
+    a 10M-chunk index does not keep the gigabytes it touched in this process's RSS."""
+    taken = _load(index_dir)[2].take(rows, columns)
+    release_mapped_pages()
+    return taken
 
 
 def chunk_rows(index_dir: str, rows: list[int]) -> dict[int, tuple[str, str, int, str]]:

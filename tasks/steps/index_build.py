@@ -24,11 +24,10 @@ tantivy — so no step holds every chunk text as Python strings. A cold build to
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from concurrent.futures import Executor, Future
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -42,7 +41,9 @@ from ragspan.tasks.core.arrow_rows import BatchedRows
 from ragspan.tasks.core.chunk_split import MAX_GAP
 from ragspan.tasks.core.corpus_identity import text_hashes
 from ragspan.tasks.core.text import content_norms
+from ragspan.tasks.io.mapped import mapped_buffer, release_mapped_pages
 from ragspan.tasks.io.store import DirStore
+from ragspan.tasks.tools.worker_processes import spawn_pool
 
 INDEX_FORMAT = "tantivy-5"  # bump when the tokenisation or the files change (3: sums.json; 4: gaps; 5: hashes, terms)
 CHUNKS_FILE = "chunks.arrow"  # the indexed chunks, row = tantivy's `row` field
@@ -313,7 +314,7 @@ def _tokeniser(texts_to_tokenise: int) -> Iterator[Callable[[list[str]], Future]
     if texts_to_tokenise < POOL_MIN_TEXTS or (os.cpu_count() or 1) < 2:
         yield _done
         return
-    pool = ProcessPoolExecutor(TOKENISE_WORKERS, mp_context=multiprocessing.get_context("spawn"))
+    pool = spawn_pool(TOKENISE_WORKERS)
     try:
         yield lambda texts: _pooled(pool, texts)
     finally:
@@ -361,8 +362,10 @@ def write_index(tmp: Path, plan: RowPlan, corpus: pd.DataFrame, previous: Batche
             ahead.append(_prepared(plan, lo, min(lo + BATCH_ROWS, n), corpus, known, tokenise))
             if len(ahead) > _IN_FLIGHT:
                 counts += _write_batch(ahead.popleft(), plan, previous, known, out, writer)
+                release_mapped_pages()  # the texts and previous rows read so far: not kept resident
         while ahead:
             counts += _write_batch(ahead.popleft(), plan, previous, known, out, writer)
+    release_mapped_pages()
     writer.commit()
     writer.wait_merging_threads()
     (tmp / "info.json").write_text(json.dumps({"format": INDEX_FORMAT, "chunks": n}))
@@ -395,8 +398,9 @@ def previous_index(store: DirStore, name: str) -> Path | None:
 
 
 def read_rows(index_dir: Path) -> pa.Table:
-    """An index's chunks.arrow, memory-mapped (zero-copy: its pages read on demand)."""
-    return pa.ipc.open_file(pa.memory_map(str(index_dir / CHUNKS_FILE))).read_all()
+    """An index's chunks.arrow, memory-mapped (zero-copy: its pages read on demand, and
+    handed back by release_mapped_pages)."""
+    return pa.ipc.open_file(pa.BufferReader(mapped_buffer(index_dir / CHUNKS_FILE))).read_all()
 
 
 def build_in_store(store: DirStore, name: str, chunks: pd.DataFrame, corpus: pd.DataFrame,

@@ -42,6 +42,7 @@ from ragspan.tasks.io.load.files import (
     find_table,
 )
 from ragspan.tasks.io.load.problems import _Problems, _strings, _validate_schema
+from ragspan.tasks.io.mapped import mapped_buffer
 from ragspan.tasks.io.store import dir_store
 
 FORMAT = "corpus-store-3"  # bump when the files below change
@@ -88,7 +89,7 @@ def _frame(path: str, *_file_identity: int) -> pd.DataFrame:
     where = Path(path)
     ids = pa.ipc.open_file(pa.memory_map(str(where / IDS_FILE))).read_all().column("doc_id").combine_chunks()
     offsets = pa.memory_map(str(where / OFFSETS_FILE)).read_buffer()
-    data = pa.memory_map(str(where / TEXTS_FILE)).read_buffer() if (where / TEXTS_FILE).stat().st_size else pa.py_buffer(b"")
+    data = mapped_buffer(where / TEXTS_FILE)  # pages a streaming step can hand back (tasks/io/mapped.py)
     texts = pa.LargeStringArray.from_buffers(len(ids), offsets, data)
     table = pa.table({"doc_id": ids, "text": texts}).to_pandas()
     metadata: pd.DataFrame = pickle.loads((where / METADATA_FILE).read_bytes())
