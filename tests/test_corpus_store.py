@@ -15,7 +15,8 @@ from ragspan.tasks.config import load_settings
 from ragspan.tasks.core.corpus_identity import text_hashes
 from ragspan.tasks.errors import InputError
 from ragspan.tasks.io.load import checked_workspace
-from ragspan.tasks.io.load.chunks import _load_chunks
+from ragspan.tasks.io.load.batches import jsonl_arrow_batches
+from ragspan.tasks.io.load.chunks import _ARROW_SCHEMA, _load_chunks
 from ragspan.tasks.io.load.corpus_store import TEXTS_FILE, stored_corpus
 
 from tests.conftest import SAMPLE
@@ -152,6 +153,71 @@ def test_a_chunk_id_repeated_across_batches_is_reported_in_file_order(tmp_path: 
             with pytest.raises(InputError) as err:
                 _load_chunks(data, corpus, 800, 100, batch_bytes=batch_bytes)
             assert (err.value.row, err.value.field) == (row, field), (name, batch_bytes, str(err.value))
+
+
+def _outcome(data: Path, corpus: pd.DataFrame, batch_bytes: int, arrow_jsonl: bool) -> tuple:
+    try:
+        return ("read", _load_chunks(data, corpus, 800, 100, batch_bytes=batch_bytes, arrow_jsonl=arrow_jsonl)[0])
+    except InputError as err:
+        return ("refused", str(err), err.row, err.field)
+
+
+@pytest.mark.usefixtures("state_dir")
+def test_a_chunk_table_read_by_arrow_equals_the_strict_reader(tmp_path: Path):
+    """Every JSONL quirk the strict reader refuses or reads its own way: the Arrow path
+    (tasks/io/load/batches.jsonl_arrow_batches + the vectorised checks) gives the same table
+    or the same error, in blocks of one line and of the whole file."""
+    corpus = stored_corpus(SAMPLE)[0].frame()
+    good = [json.dumps(r).encode() for r in _chunk_rows()]
+    first = _chunk_rows()[0]
+
+    def line(**changes: object) -> bytes:
+        return json.dumps(dict(first, **changes)).encode()
+
+    cases: dict[str, list[bytes]] = {
+        "clean": good,
+        "crlf": [g + b"\r" for g in good],
+        "blank line": [*good[:3], b"", *good[3:]],
+        "spaces line": [*good[:3], b"   ", *good[3:]],
+        "bom": [b"\xef\xbb\xbf" + good[0], *good[1:]],
+        "nan": [*good[:2], line(chunk_id="n").replace(b'"char_start": 0', b'"char_start": NaN'), *good[2:]],
+        "float int": [*good[:2], line(chunk_id="f", char_end=float(first["char_end"])), *good[2:]],
+        "big int": [*good[:2], line(chunk_id="b", char_end=2**70), *good[2:]],
+        "repeated key": [*good[:2], b'{"chunk_id": "r", "chunk_id": "s", "doc_id": "%s", "char_start": 0, "char_end": 5}'
+                         % first["doc_id"].encode(), *good[2:]],
+        "blank id": [*good[:2], line(chunk_id="\u00a0 \u3000"), *good[2:]],
+        "non-ascii id": [*good[:2], line(chunk_id="文書-一"), *good[2:]],
+        "tab in a string": [*good[:2], line(chunk_id="t").replace(b'"t"', b'"t\tx"'), *good[2:]],
+        "tab between tokens": [g.replace(b", ", b",\t") for g in good],
+        "lone surrogate": [*good[:2], line(chunk_id="s").replace(b'"s"', b'"s\\ud800"'), *good[2:]],
+        "extra key": [*good[:2], line(chunk_id="x", section="intro"), *good[2:]],
+        "missing key": [*good[:2], json.dumps({k: v for k, v in first.items() if k != "char_end"}).encode(), *good[2:]],
+        "unknown document": [*good[:2], line(chunk_id="u", doc_id="nowhere"), *good[2:]],
+        "empty range": [*good[:2], line(chunk_id="e", char_start=4, char_end=4), *good[2:]],
+        "out of range": [*good[:2], line(chunk_id="o", char_end=10**7), *good[2:]],
+        "repeated id": [*good[:4], good[1], *good[4:]],
+        "bad utf-8": [*good[:2], line(chunk_id="v").replace(b'"v"', b'"v\xff"'), *good[2:]],
+        "null": [*good[:2], line(chunk_id=None), *good[2:]],
+        "not an object": [*good[:2], b"[1, 2]", *good[2:]],
+        "bool offset": [*good[:2], line(chunk_id="o", char_start=True), *good[2:]],
+        "no final newline": good,
+    }
+    for name, lines in cases.items():
+        data = tmp_path / name.replace(" ", "-")
+        data.mkdir()
+        end = b"" if name == "no final newline" else b"\n"
+        (data / "chunks.jsonl").write_bytes(b"\n".join(lines) + end)
+        for batch_bytes in (ONE_RECORD, 1 << 20):
+            fast, strict = (_outcome(data, corpus, batch_bytes, arrow) for arrow in (True, False))
+            assert fast[0] == strict[0], (name, batch_bytes, fast[1:], strict[1:])
+            if fast[0] == "read":
+                assert fast[1].equals(strict[1]) and list(fast[1].dtypes) == list(strict[1].dtypes), name
+            else:
+                assert fast == strict, name
+    clean = tmp_path / "clean" / "chunks.jsonl"  # the clean table is read by Arrow, not the strict way
+    assert all(b.arrow is not None for b in jsonl_arrow_batches(clean, 1 << 20, _ARROW_SCHEMA))
+    assert _outcome(tmp_path / "clean", corpus, 1 << 20, True)[0] == "read"  # the cases reach both outcomes
+    assert _outcome(tmp_path / "nan", corpus, 1 << 20, True)[0] == "refused"
 
 
 def test_chunk_rows_are_hashed_the_same_a_slice_at_a_time(monkeypatch: pytest.MonkeyPatch):

@@ -8,11 +8,18 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 from ragspan.tasks.core.documents import DocumentTexts
 from ragspan.tasks.core.schemas import Chunks
 from ragspan.tasks.errors import InputError
 from ragspan.tasks.io.digests import file_md5s
-from ragspan.tasks.io.load.batches import BATCH_BYTES, Batch, raise_missing_columns, table_batches
+from ragspan.tasks.io.load.batches import (
+    BATCH_BYTES,
+    Batch,
+    jsonl_arrow_batches,
+    raise_missing_columns,
+    table_batches,
+)
 from ragspan.tasks.io.load.corpus import _relpath
 from ragspan.tasks.io.load.files import _LAST_WS, find_table
 from ragspan.tasks.io.load.problems import (
@@ -96,20 +103,29 @@ def load_chunks(data_dir: Path, corpus: pd.DataFrame, size: int, overlap: int) -
 
 
 _COLUMNS = ("chunk_id", "doc_id", "char_start", "char_end")
+# A chunk table of exactly these columns, as Arrow's JSON reader types them: read by it
+# (tasks/io/load/batches.jsonl_arrow_batches) and checked vectorised (_ChunkChecks.arrow_batch).
+_ARROW_SCHEMA = pa.schema([("chunk_id", pa.string()), ("doc_id", pa.string()),
+                           ("char_start", pa.int64()), ("char_end", pa.int64())])
+# An id holding one of these characters is not blank by Python's str.strip() (the
+# per-record check); an id without one is checked the per-record way.
+_SURELY_NOT_BLANK = "[0-9A-Za-z]"
 
 
 def _load_chunks(
     data_dir: Path, corpus: pd.DataFrame, size: int, overlap: int, batch_bytes: int = BATCH_BYTES,
-    doc_lengths: pd.Series | None = None,
+    doc_lengths: pd.Series | None = None, arrow_jsonl: bool = True,
 ) -> tuple[pd.DataFrame, dict[str, str]]:
     """`doc_lengths`: doc_id → text length, when known without reading the texts (the
-    corpus store keeps them); else measured from `corpus`."""
+    corpus store keeps them); else measured from `corpus`. `arrow_jsonl=False`: a JSONL
+    table read by the strict per-record reader alone (what the Arrow path must equal)."""
     path = find_table(data_dir, "chunks", required=False)
     if path is None:
         return chunk_corpus(corpus, size, overlap), {}
     digest = file_md5s([path])[0]
     checks = _ChunkChecks(path, corpus, doc_lengths)
-    batches = table_batches(path, batch_bytes)
+    batches = (jsonl_arrow_batches(path, batch_bytes, _ARROW_SCHEMA) if arrow_jsonl and path.suffix.lower() == ".jsonl"
+               else table_batches(path, batch_bytes))
     columns: dict[str, None] = {}
     for i, batch in enumerate(batches):
         problems = checks.batch(batch)
@@ -139,6 +155,8 @@ class _ChunkChecks:
         if doc_lengths is None:
             doc_lengths = pd.Series(corpus["text"].str.len().to_numpy(), index=corpus["doc_id"].tolist())
         self.doc_len = dict(zip(doc_lengths.index.tolist(), doc_lengths.tolist()))
+        self._doc_index = pd.Index(doc_lengths.index)  # for the vectorised checks
+        self._doc_lengths = doc_lengths.to_numpy(dtype=np.int64)
         self.texts = DocumentTexts(corpus)
         self.parts: dict[str, list[pa.Array]] = {c: [] for c in _COLUMNS}
         self.id_hashes: list[np.ndarray] = []
@@ -152,6 +170,8 @@ class _ChunkChecks:
 
     def batch(self, batch: Batch) -> _Problems:
         """The batch's problems; its columns kept when it has none."""
+        if batch.arrow is not None and self.arrow_batch(batch.arrow, batch.rows):
+            return _Problems(self.path, batch.rows)
         col = lambda name: batch.columns.get(name, [None] * len(batch.rows))
         probs = _Problems(self.path, batch.rows, ("chunk_id", col("chunk_id")))
         cids = _strings(col("chunk_id"), "chunk_id", probs)
@@ -168,6 +188,33 @@ class _ChunkChecks:
                 self.parts[name].append(pa.array(values, type=pa.large_string() if name in _COLUMNS[:2] else pa.int64()))
             self.count += len(batch.rows)
         return probs
+
+    def arrow_batch(self, table: pa.Table, rows: list[int]) -> bool:
+        """Keep an Arrow-read batch (_ARROW_SCHEMA, no null) whose every row passes what
+        `batch` checks per record — ids not blank, unique within the batch, known
+        documents, 0 <= char_start < char_end <= the document's length — decided over
+        whole columns; False (nothing kept) when any row may fail: the per-record checks
+        then find and name it."""
+        cids, dids = table.column("chunk_id"), table.column("doc_id")
+        if not (pc.all(pc.match_substring_regex(cids, _SURELY_NOT_BLANK)).as_py()
+                and pc.all(pc.match_substring_regex(dids, _SURELY_NOT_BLANK)).as_py()
+                and pc.count_distinct(cids).as_py() == len(cids)):
+            return False
+        doc_at = self._doc_index.get_indexer(dids.to_numpy(zero_copy_only=False))
+        if (doc_at < 0).any():
+            return False
+        starts, ends = table.column("char_start").to_numpy(), table.column("char_end").to_numpy()
+        if not ((starts >= 0) & (starts < ends) & (ends <= self._doc_lengths[doc_at])).all():
+            return False
+        ids = cids.to_numpy(zero_copy_only=False)
+        self.id_hashes.append(pd.util.hash_array(ids, categorize=False))  # as `batch` hashes them
+        self.row_parts.append(np.asarray(rows, dtype=np.int64))
+        self.failed = None
+        for name in _COLUMNS:
+            self.parts[name].append(table.column(name).chunk(0).cast(
+                pa.large_string() if name in _COLUMNS[:2] else pa.int64()))
+        self.count += len(rows)
+        return True
 
     def _places(self, probs: _Problems, dids: list, starts: list, ends: list, texts: list | None) -> None:
         unknown = range_bad = text_bad = False
