@@ -41,7 +41,7 @@ from ragspan.tasks.core.arrow_rows import BatchedRows
 from ragspan.tasks.core.chunk_split import MAX_GAP
 from ragspan.tasks.core.corpus_identity import text_hashes
 from ragspan.tasks.core.text import content_norms
-from ragspan.tasks.io.mapped import mapped_buffer, release_mapped_pages
+from ragspan.tasks.io.mapped import mapped_buffer, release_free_heap, release_mapped_pages
 from ragspan.tasks.io.store import DirStore
 from ragspan.tasks.tools.worker_processes import spawn_pool
 
@@ -366,6 +366,7 @@ def write_index(tmp: Path, plan: RowPlan, corpus: pd.DataFrame, previous: Batche
         while ahead:
             counts += _write_batch(ahead.popleft(), plan, previous, known, out, writer)
     release_mapped_pages()
+    release_free_heap()  # the batches' texts and terms: gone, but resident until handed back
     writer.commit()
     writer.wait_merging_threads()
     (tmp / "info.json").write_text(json.dumps({"format": INDEX_FORMAT, "chunks": n}))

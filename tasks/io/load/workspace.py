@@ -23,6 +23,7 @@ from ragspan.tasks.io.load.corpus_store import StoredCorpus, stored_corpus
 from ragspan.tasks.io.load.files import TABLE_SUFFIXES
 from ragspan.tasks.io.load.questions import _load_questions
 from ragspan.tasks.io.load.runs import _RETRIEVED_COLS, _empty_answers, _load_run, _retrieved_frame
+from ragspan.tasks.io.mapped import release_free_heap
 from ragspan.tasks.io.store import touch
 
 
@@ -213,7 +214,10 @@ def load_workspace(
     _keep(tables_path, ws._input_tables())
     no_tables = InputTables(None, pd.DataFrame(), pd.DataFrame())  # a head's: read as deferred
     _keep(root / f"ws-{ws_key}.pickle", dataclasses.replace(ws, tables=no_tables))
-    return with_deferred_tables(ws) if deferred else ws
+    kept = with_deferred_tables(ws) if deferred else ws
+    del ws
+    release_free_heap()  # the batches read and the pickles written: not kept resident
+    return kept
 
 
 def _read_base(data_dir: Path, chunk_size: int, chunk_overlap: int
