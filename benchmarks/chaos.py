@@ -425,7 +425,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ws", type=Path, help="the big-workspace scenarios on this generate.py workspace instead: "
                     "kills during preparation and during the incremental update (benchmarks/chaos_big.py)")
     ap.add_argument("--prefect-api", help="with --ws: a running Prefect server's API URL instead of starting one")
-    ap.add_argument("--kills", type=int, default=4, help="with --ws: how many kills (preparation and update in turn)")
+    ap.add_argument("--kills", type=int, default=4, help="with --ws: how many kills (the kinds in turn)")
+    ap.add_argument("--kinds", default="preparation,update,store",
+                    help="with --ws: the kinds of kill, in turn (benchmarks/chaos_big.py KINDS)")
     a = ap.parse_args(argv)
     if a.ws:
         return big_main(a)
@@ -499,7 +501,7 @@ def big_main(a: argparse.Namespace) -> int:
     try:
         if not a.prefect_api:
             bench.prefect.start()
-        result = chaos_big.run(bench, a.ws.resolve(), a.kills, a.seed)
+        result = chaos_big.run(bench, a.ws.resolve(), a.kills, a.seed, tuple(a.kinds.split(",")))
     finally:
         bench.prefect.stop()
         if not a.work:

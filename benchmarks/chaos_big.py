@@ -11,12 +11,13 @@ seconds from the process start to the start of its first preparation step and to
 its last — load, corpus_identity, build-index: growth.py's PREPARATION_STEPS — from
 RAGSPAN_TIMINGS; a kill is drawn uniformly in it), then
 the incremental run of WS/docs-changed (`ref-docs`, and the update's preparation window).
-Then the kills, alternating, each pair in a fresh state dir:
+Then the kills, the kinds in turn (`--kinds`), each round in a fresh state dir:
 
 | kill | what is killed | then |
 |---|---|---|
 | preparation | the cold run of WS, at a random moment of its preparation window | a run of WS: completes, identical to ref-base |
 | update | the run of WS/docs-changed after a complete run of WS, at a random moment of the update's window | a run of WS (the previous snapshot): completes, identical to ref-base, its index reused (build-index ≤ a quarter of the cold run's; the old index's and corpus store's files untouched); then a run of WS/docs-changed: completes, identical to ref-docs |
+| store | the cold run of WS, at a random moment before its flow's first step: the command reading and checking the inputs and writing the corpus store and the validated-inputs cache | a run of WS: completes, identical to ref-base |
 
 "Identical": scenarios.py's check (every table equal with pandas `equals`, metrics.json
 equal). Every run after a kill must exit 0 with no traceback in its stderr. Writes
@@ -38,7 +39,7 @@ from pathlib import Path
 from benchmarks.scale.growth import PREPARATION_STEPS
 from benchmarks.scale.scenarios import same_results
 
-KINDS = ("preparation", "update")
+KINDS = ("preparation", "update", "store")
 REUSED_INDEX_SHARE = 0.25  # an index reused, not rebuilt: build-index well under the cold run's
 
 
@@ -130,7 +131,8 @@ class BigChaos:
         for name, run in (("cold", cold), ("docs-changed", docs)):
             if run.code != 0:
                 raise RuntimeError(f"the clean {name} run failed:\n{run.stderr[-3000:]}")
-        self.windows = {"preparation": cold.preparation_span_s(), "update": docs.preparation_span_s()}
+        self.windows = {"preparation": cold.preparation_span_s(), "update": docs.preparation_span_s(),
+                        "store": (0.0, cold.preparation_span_s()[0])}
         self.cold_build_s = cold.step_s("build-index")
         shutil.rmtree(self.work / "state-ref", ignore_errors=True)
         return {"cold_s": cold.seconds, "docs_changed_s": docs.seconds, "windows_s": self.windows,
@@ -148,6 +150,16 @@ class BigChaos:
         out = self.work / "results" / f"{i}-base"
         rec = {"trial": i, "kill": "preparation", **self.kill_during(self.ws, out, self.windows["preparation"])}
         return {**rec, **self.judged("next", self.finish(self.ws, out), out, self.ref_base)}
+
+    def kill_store(self, i: int) -> dict:
+        """A cold run of WS killed while the command reads the inputs and writes the corpus
+        store (before its flow starts); then WS again, whole."""
+        self._fresh_state(f"state-{i}-store")
+        out = self.work / "results" / f"{i}-store"
+        rec = {"trial": i, "kill": "store", **self.kill_during(self.ws, out, self.windows["store"])}
+        rec.update(self.judged("next", self.finish(self.ws, out), out, self.ref_base))
+        shutil.rmtree(self.work / f"state-{i}-store", ignore_errors=True)
+        return rec
 
     def kill_update(self, i: int) -> dict:
         """After a whole run of WS (the state dir of the preparation kill before, or a fresh
@@ -170,15 +182,17 @@ class BigChaos:
         rec.update(self.judged("next", self.finish(self.ws / "docs-changed", docs), docs, self.ref_docs))
         return rec
 
-    def trials(self, kills: int) -> list[dict]:
-        """`kills` kills, preparation and update in turn; a pair shares its state dir."""
+    def trials(self, kills: int, kinds: tuple[str, ...] = KINDS) -> list[dict]:
+        """`kills` kills, the kinds in turn; a round's preparation and update kills share
+        their state dir."""
         rows = []
+        kill = {"preparation": self.kill_preparation, "update": self.kill_update, "store": self.kill_store}
         for k in range(kills):
-            i = k // 2 + 1
-            rec = self.kill_preparation(i) if k % 2 == 0 else self.kill_update(i)
+            i = k // len(kinds) + 1
+            rec = kill[kinds[k % len(kinds)]](i)
             rows.append(rec)
             print(line(rec), flush=True)
-            if k % 2 == 1 or k == kills - 1:
+            if k % len(kinds) == len(kinds) - 1 or k == kills - 1:
                 shutil.rmtree(self.work / f"state-{i}", ignore_errors=True)  # big: one state dir at a time
         return rows
 
@@ -222,14 +236,17 @@ def summary(rows: list[dict]) -> dict:
             "next_s_median": statistics.median(r["next_s"] for r in rows) if rows else None}
 
 
-def run(bench, ws: Path, kills: int, seed: int) -> dict:
+def run(bench, ws: Path, kills: int, seed: int, kinds: tuple[str, ...] = KINDS) -> dict:
     """The big-workspace scenarios with `bench`'s Prefect server started: results for the JSON."""
     chaos = BigChaos(bench, ws, random.Random(seed))
     t0 = time.monotonic()
     ref = chaos.reference()
     print(f"clean: cold {ref['cold_s']} s, docs-changed {ref['docs_changed_s']} s; preparation windows "
           f"{ref['windows_s']}; {kills} kills (seed {seed})", flush=True)
-    rows = chaos.trials(kills)
+    unknown = set(kinds) - set(KINDS)
+    if unknown:
+        raise SystemExit(f"unknown kinds of kill: {', '.join(sorted(unknown))} (known: {', '.join(KINDS)})")
+    rows = chaos.trials(kills, kinds)
     s = summary(rows)
     print(f"\nkills {s['kills']} ({s['per_kind']}), met a running run {s['hit_running_run']}, passed "
           f"{s['passed']}/{s['kills']}, next run identical {s['identical_next']}, tracebacks {s['tracebacks']}, "

@@ -80,17 +80,18 @@ def test_growth_rerun_equals_a_cold_run_and_costs_per_chunk(work, tmp_path, monk
     assert not (tmp_path / "g" / ws.name / "home").exists()  # the state dirs are removed after
 
 
-@pytest.mark.e2e  # seven CLI runs, two of them killed
+@pytest.mark.e2e  # nine CLI runs, three of them killed
 def test_chaos_kills_in_preparation_and_update_lose_nothing(work, tmp_path, prefect_server):
     from prefect.settings import PREFECT_API_URL
 
     out = tmp_path / "chaos.json"
-    rc = chaos.main(["--ws", str(work / f"ws-{CHUNKS}x{ANSWERS}"), "--kills", "2", "--work", str(tmp_path / "c"),
+    rc = chaos.main(["--ws", str(work / f"ws-{CHUNKS}x{ANSWERS}"), "--kills", "3", "--work", str(tmp_path / "c"),
                      "--prefect-api", PREFECT_API_URL.value(), "--json", str(out)])
     res = json.loads(out.read_text())
     s = res["summary"]
-    assert rc == 0 and s["passed"] == s["kills"] == 2 and s["tracebacks"] == 0
-    assert s["per_kind"] == {"preparation": 1, "update": 1} and s["old_index_reused"] == 1
+    assert rc == 0 and s["passed"] == s["kills"] == 3 and s["tracebacks"] == 0
+    assert s["per_kind"] == {"preparation": 1, "update": 1, "store": 1} and s["old_index_reused"] == 1
+    assert res["trials"][2]["window_s"][1] > 0  # the store kill's window: before the flow's first step
     update = res["trials"][1]
     assert update["old_index_files_untouched"] and update["next_differs"] == []
     # the verdict fails on what it must catch: a difference, a traceback, an index rebuilt
