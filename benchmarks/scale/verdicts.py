@@ -121,11 +121,13 @@ def _clear_caches() -> None:
     import functools
     import sys
 
+    from ragspan.tasks.judges.verifier.bulk import BulkBound
+
     for name, module in list(sys.modules.items()):
         if not name.startswith(("ragspan.tasks.judges.verifier", "ragspan.tasks.core.text")):
             continue
         for obj in vars(module).values():
-            if isinstance(obj, functools._lru_cache_wrapper):
+            if isinstance(obj, functools._lru_cache_wrapper | BulkBound):  # (bulk.py's norm ids and arrays)
                 obj.cache_clear()
             elif isinstance(obj, dict) and type(obj).__name__ in ("_ByMatch", "_ByRawMatch"):
                 obj.clear()  # per-distinct-word lookups
