@@ -22,7 +22,8 @@
 
 A pair whose passage holds less than the model's bound of the claim's content words
 is not segmented at all: it gets the model's fixed short-circuit probability (most
-retrieved chunks at scale). `RAGSPAN_LOCAL_JUDGE_MODEL` points the judge at another
+retrieved chunks at scale). `fixed_rows` finds those pairs for a whole batch at once
+(bulk.py: the same bound over integer norm ids, in NumPy). `RAGSPAN_LOCAL_JUDGE_MODEL` points the judge at another
 fitted model file (the leave-one-dataset-out benchmark uses it); the model's content hash
 is part of the judge's version, hence of every cache key.
 """
