@@ -42,6 +42,11 @@ def test_verdict_rows_with_warm_caches_equal_cold_ones(work, tmp_path, capsys):
     assert verdicts.main([str(ws), "--answers", str(ANSWERS), "--compare", str(dump)]) == 1
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["equals_compared_dump"] is False
 
+    # --fixed: the bulk decision alone, as many pairs as judged above
+    assert verdicts.main([str(ws), "--answers", str(ANSWERS), "--fixed"]) == 0
+    fixed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert fixed["pairs"] == report["pairs"] and 0 < fixed["pairs_fixed"] < fixed["pairs"]
+
 
 @pytest.mark.e2e  # three CLI runs: ~50 s on 2 shared cores
 def test_run_after_documents_changed_equals_a_cold_run(work, tmp_path, monkeypatch, prefect_server):

@@ -1,7 +1,7 @@
 """Every local-judge verdict row over a scale workspace, to check a judge change changes nothing.
 
     .venv/bin/python -m benchmarks.scale.verdicts WS [--answers 1000] [--dump rows.json] [--repeats 1]
-        [--check] [--compare rows-before.json] [--bulk]
+        [--check] [--compare rows-before.json] [--bulk] [--fixed]
 
 WS is a workspace from benchmarks/scale/generate.py (corpus.jsonl, chunks.jsonl,
 questions.csv, runs/scale.jsonl). The first --answers answers are split into claims as
@@ -15,6 +15,8 @@ caches warm (what a worker does for its second batch) and compares them with the
 judged with cold caches: they must be identical. `--bulk` judges them again through the
 local judge's own path — the pairs that need no model decided in bulk, never stored, the
 others through a fresh verdict cache — and compares the verdicts with every pair judged. Exit status 1 when a comparison differs.
+`--fixed` times the bulk decision alone: `Verifier.fixed_rows` over the items, cold caches,
+the least of --repeats (CPU seconds, and the pairs it fixes).
 
 Prints the pairs judged and the CPU seconds (process time) the local judge's rows take
 over them (`local._judge_rows`: what each worker process runs), in this process with cold
@@ -66,8 +68,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bulk", action="store_true",
                     help="the judge's own path (pairs that need no model decided in bulk, the others through "
                          "a fresh verdict cache) == every pair judged by the model")
+    ap.add_argument("--fixed", action="store_true",
+                    help="the CPU seconds of the bulk decision alone (Verifier.fixed_rows), cold caches")
     a = ap.parse_args(argv)
     keys, items = judge_items(a.ws, a.answers)
+    if a.fixed:
+        print(json.dumps({"answers": a.answers, "claims": len(items), **_fixed_cpu(items, a.repeats)}))
+        return 0
     cpu = float("inf")
     rows: tuple[list, list] = ([], [])
     for _ in range(a.repeats):
@@ -106,6 +113,22 @@ def _bulk_equals(items: list[JudgeItem], rows: list[list[tuple]]) -> dict:
             "pairs_judged_by_model": judge.stats.pairs_judged}
 
 
+def _fixed_cpu(items: list[JudgeItem], repeats: int) -> dict:
+    """CPU seconds of `Verifier.fixed_rows` over `items` in a cold process (the least of
+    `repeats`), and the pairs it fixes."""
+    from ragspan.tasks.judges.verifier import verifier
+
+    cpu, fixed = float("inf"), 0
+    for _ in range(repeats):
+        _clear_caches()
+        v = verifier(model_path())
+        t0 = time.process_time()
+        rows = v.fixed_rows(items)
+        cpu = min(cpu, time.process_time() - t0)
+        fixed = sum(r is not None for claim_rows in rows for r in claim_rows)
+    return {"pairs": sum(len(i[1]) for i in items), "pairs_fixed": fixed, "fixed_rows_cpu_s": round(cpu, 3)}
+
+
 def dump_text(keys: list[tuple[str, int, list[str]]], judged: tuple[list, list]) -> str:
     """Every verdict row with its (answer, claim, passage) key and what the pair competes
     with for the marks (`_judge_rows`' two lists), as the JSON --dump writes."""
@@ -125,8 +148,8 @@ def _clear_caches() -> None:
         if not name.startswith(("ragspan.tasks.judges.verifier", "ragspan.tasks.core.text")):
             continue
         for obj in vars(module).values():
-            if isinstance(obj, functools._lru_cache_wrapper):
-                obj.cache_clear()
+            if isinstance(obj, functools._lru_cache_wrapper) or type(obj).__name__ == "BulkBound":
+                obj.cache_clear()  # (BulkBound: verifier/bulk.py's norm ids and arrays)
             elif isinstance(obj, dict) and type(obj).__name__ in ("_ByMatch", "_ByRawMatch"):
                 obj.clear()  # per-distinct-word lookups
 

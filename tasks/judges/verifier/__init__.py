@@ -22,7 +22,8 @@
 
 A pair whose passage holds less than the model's bound of the claim's content words
 is not segmented at all: it gets the model's fixed short-circuit probability (most
-retrieved chunks at scale). `RAGSPAN_LOCAL_JUDGE_MODEL` points the judge at another
+retrieved chunks at scale). `fixed_rows` finds those pairs for a whole batch at once
+(bulk.py: the same bound over integer norm ids, in NumPy). `RAGSPAN_LOCAL_JUDGE_MODEL` points the judge at another
 fitted model file (the leave-one-dataset-out benchmark uses it); the model's content hash
 is part of the judge's version, hence of every cache key.
 """
@@ -38,6 +39,7 @@ from pathlib import Path
 
 import numpy as np
 from ragspan.tasks.core.text import WORD_PATTERN
+from ragspan.tasks.judges.verifier.bulk import BULK
 from ragspan.tasks.judges.verifier.conflicts import NAME, NEGATION, NUMBER, UNIT
 from ragspan.tasks.judges.verifier.features import (
     CORE_FEATURES,
@@ -194,17 +196,16 @@ class Verifier:
         claim has no content word (`_empty_row`), or the passage holds less than the model's
         bound of its content words (the short-circuit row) — else None (the model decides).
         Exactly the rows `rows` gives those pairs: a fixed pair competes for no marks, so
-        leaving it out of a batch changes no other pair's row. Decided per distinct claim
-        and passage text (their norm sets are cached), no per-pair object beyond the row."""
+        leaving it out of a batch changes no other pair's row. Decided for the whole batch
+        at once in NumPy (verifier/bulk.py: the same bound, no per-pair Python object
+        beyond the row)."""
         out: list[list[Row | None]] = []
-        bound = self.model.bound
-        short = self._short_row()
-        for claim, passages, question, whole_answer in items:
-            profile = claim_profile(claim, question or "", whole_answer)
-            if profile is None:
+        pick = (None, self._short_row()).__getitem__  # below the bound (True) -> the short row
+        for (claim, passages, *_), below in zip(items, BULK.below(items, self.model.bound), strict=True):
+            if below is None:  # no content word: claim_profile is None
                 out.append([_empty_row(claim)] * len(passages))
-                continue
-            out.append([short if unsupported_bound(profile, p) < bound else None for p in passages])
+            else:
+                out.append(list(map(pick, below.tolist())))
         return out
 
     @lru_cache(maxsize=1)  # noqa: B019 — one verifier per model file lives for the process

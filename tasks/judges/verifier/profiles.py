@@ -19,7 +19,7 @@ from functools import lru_cache
 from operator import attrgetter
 from pathlib import Path
 
-from ragspan.tasks.core.text import norm_set, sentence_spans, word_info
+from ragspan.tasks.core.text import WORD_PATTERN, norm_set, sentence_spans, word_info
 from ragspan.tasks.judges.verifier.tokens import (
     MATCH_INFO,
     Quantity,
@@ -127,10 +127,12 @@ def word_norms(text: str) -> frozenset[str]:
     return frozenset(word_info(w.raw).norm for w in words(text))
 
 
-@lru_cache(maxsize=8192)  # a claim is judged twice (retrieved chunks, then corpus hits) within its shard
-def claim_profile(claim: str, question: str = "", whole_answer: bool = False) -> Claim | None:
-    """Profile of a claim; None when it has no content word (and is no polar answer)."""
-    written = claim
+def judged_statement(claim: str, question: str = "",
+                     whole_answer: bool = False) -> tuple[str, str, tuple[str, str] | None]:
+    """(the statement a claim is judged as, the part of it that is the claim's own words,
+    the polar opening or None). The claim itself unless it is a short or polar whole
+    answer to a question. `own is statement` unless a short answer's question words lead it
+    (claim_profile tells the cases apart by identity)."""
     own = claim
     polar = polar_opening(claim) if question and whole_answer else None
     if polar is not None:
@@ -145,6 +147,23 @@ def claim_profile(claim: str, question: str = "", whole_answer: bool = False) ->
         # the ones it adds (`new`), which must be supported.
         extra = [t.raw for t in tokens(question) if not t.info.is_stop]
         claim = "the " + " ".join(extra) + " " + claim
+    return claim, own, polar
+
+
+def claim_content(claim: str, question: str = "", whole_answer: bool = False) -> frozenset[str]:
+    """`claim_profile(claim, question, whole_answer).content` without the rest of the
+    profile (empty exactly when the profile is None): the words of the same statement,
+    looked up in the same per-word table as `tokens`. What the short-circuit bound needs
+    of a claim, at a fraction of a profile's cost (verifier/bulk.py)."""
+    statement = judged_statement(claim, question, whole_answer)[0]
+    return frozenset(f.norm for f in map(MATCH_INFO.__getitem__, WORD_PATTERN.findall(statement)) if not f.is_stop)
+
+
+@lru_cache(maxsize=8192)  # a claim is judged twice (retrieved chunks, then corpus hits) within its shard
+def claim_profile(claim: str, question: str = "", whole_answer: bool = False) -> Claim | None:
+    """Profile of a claim; None when it has no content word (and is no polar answer)."""
+    written = claim
+    claim, own, polar = judged_statement(claim, question, whole_answer)
     toks = tokens(claim)
     content = [(i, t.raw, t.info) for i, t in enumerate(toks) if not t.info.is_stop]
     if not content:
