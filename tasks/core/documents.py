@@ -11,6 +11,7 @@ from collections.abc import Iterator, Mapping
 from functools import lru_cache
 
 import pandas as pd
+from ragspan.tasks.io.mapped import release_mapped_pages
 
 _KEPT = 512  # texts kept as Python strings: rows are mostly grouped by document
 
@@ -21,7 +22,18 @@ class DocumentTexts(Mapping[str, str]):
     def __init__(self, corpus: pd.DataFrame) -> None:
         self._ids = pd.Index(corpus["doc_id"])
         texts = corpus["text"]
-        self._text_at = lru_cache(maxsize=_KEPT)(lambda pos: texts.iloc[pos])
+        self._reads = 0
+
+        def text_at(pos: int) -> str:
+            self._reads += 1
+            if self._reads % _KEPT == 0:
+                # A read of a mapped text faults in its neighbours' pages too (the kernel
+                # maps ~64 KB around a fault): reading documents scattered over a 5 GB store
+                # would keep most of it in this process's RSS (tasks/io/mapped.py).
+                release_mapped_pages()
+            return texts.iloc[pos]
+
+        self._text_at = lru_cache(maxsize=_KEPT)(text_at)
 
     def __getitem__(self, doc_id: str) -> str:
         pos = self._ids.get_loc(doc_id)  # KeyError when absent, as a dict
