@@ -10,10 +10,26 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from functools import lru_cache
 
+import numpy as np
 import pandas as pd
 from ragspan.tasks.io.mapped import release_mapped_pages
 
 _KEPT = 512  # texts kept as Python strings: rows are mostly grouped by document
+_SLICE = 4096  # texts read between two hand-backs of mapped pages (texts_by_id)
+
+
+def texts_by_id(corpus: pd.DataFrame, doc_ids: set[str]) -> dict[str, str]:
+    """doc_id → text of just these documents, read a slice at a time with the mapped pages
+    each slice faulted in handed back (tasks/io/mapped.py): reading 100k documents
+    scattered over a 5 GB store at once mapped most of it into this process."""
+    positions = np.flatnonzero(corpus["doc_id"].isin(doc_ids).to_numpy())
+    ids, texts = corpus["doc_id"], corpus["text"]
+    out: dict[str, str] = {}
+    for lo in range(0, len(positions), _SLICE):
+        part = positions[lo:lo + _SLICE]
+        out.update(zip(ids.iloc[part].tolist(), texts.iloc[part].tolist()))  # lists: Arrow strings iterate slowly
+        release_mapped_pages()
+    return out
 
 
 class DocumentTexts(Mapping[str, str]):

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 from ragspan.tasks.core import schemas
-from ragspan.tasks.io.mapped import release_mapped_pages
+from ragspan.tasks.core.documents import texts_by_id
 from ragspan.tasks.judges.base import RETRYABLE_FAILURES, JudgeStats
 
 if TYPE_CHECKING:
@@ -146,9 +146,7 @@ def passages_for(ws: Workspace, question_ids: Collection[str] | None = None) -> 
         questions = questions[questions["question_id"].isin(wanted)]
     # Only the texts these passages cut: every text as a Python string was the whole corpus
     # on the heap (5.2 GB of text at 10M chunks, kept resident by the allocator after).
-    corpus = corpus[corpus["doc_id"].isin(set(retrieved["doc_id"]))]
-    texts = dict(zip(corpus["doc_id"].tolist(), corpus["text"].tolist()))  # lists: Arrow strings iterate slowly
-    release_mapped_pages()  # the mapped pages these scattered reads faulted in (tasks/io/mapped.py)
+    texts = texts_by_id(corpus, set(retrieved["doc_id"]))
     r = retrieved.copy()
     r["passage_text"] = [texts[d][s:e] for d, s, e in zip(*(r[c].tolist() for c in ("doc_id", "char_start", "char_end")))]
     rows = pd.DataFrame({

@@ -150,14 +150,20 @@ def index_chunks(index_dir: str) -> pa.Table:
     return _load(index_dir)[2].table
 
 
+_ROWS_AT_ONCE = 4096  # rows taken between two hand-backs of mapped pages (index_rows)
+
+
 def index_rows(index_dir: str, rows: np.ndarray | list[int], columns: list[str]) -> pa.Table:
     """These rows (in this order) of these columns of the index's chunk table, read from
     the record batches holding them (never a copy of the whole table). `take` copies them:
     the mapped pages read for them are handed back (tasks/io/mapped.py), so a search over
     a 10M-chunk index does not keep the gigabytes it touched in this process's RSS."""
-    taken = _load(index_dir)[2].take(rows, columns)
-    release_mapped_pages()
-    return taken
+    table, rows = _load(index_dir)[2], np.asarray(rows, dtype=np.int64)
+    parts = []
+    for lo in range(0, max(len(rows), 1), _ROWS_AT_ONCE):  # a slice's faulted-in pages handed back before the next
+        parts.append(table.take(rows[lo:lo + _ROWS_AT_ONCE], columns))
+        release_mapped_pages()
+    return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
 
 
 def chunk_rows(index_dir: str, rows: list[int]) -> dict[int, tuple[str, str, int, str]]:
