@@ -51,6 +51,11 @@ def api_answers(api_url: str, timeout: float = 2.0) -> bool:
         return False
 
 
+# Prefect's loggers that report a lost API connection before ApiWatch's health checks do
+# (the events client's websocket, the event worker's service failure).
+_EARLY_WARNERS = ("prefect.events.clients", "prefect._internal.concurrency")
+
+
 class ApiWatch:
     """Notice a Prefect API that dies during a run, and keep Prefect from waiting on it.
 
@@ -89,11 +94,34 @@ class ApiWatch:
         # The settings of this thread's context (the flow runs here) and the global ones
         # (Prefect's worker threads), changed in place from the watch thread.
         self._settings = [get_current_settings(), prefect.context.GLOBAL_SETTINGS_CONTEXT.settings]
+        if self.quiet:
+            import logging
+
+            # Prefect's events client can warn of the lost connection before the watch's
+            # next check: such a warning checks the API at once, and is dropped if it died.
+            for name in _EARLY_WARNERS:
+                logging.getLogger(name).addFilter(self._early_warning)
         self._stop = threading.Event()
         threading.Thread(target=self._watch, name="ragspan-api-watch", daemon=True).start()
         return self
 
+    def _early_warning(self, record: object) -> bool:
+        """A logging filter: False (dropped) for a warning of these loggers once the API
+        is found dead — now, if the watch has not yet seen it."""
+        import logging
+
+        if getattr(record, "levelno", 0) < logging.WARNING:
+            return True
+        if not self.dead and not api_answers(self.url, timeout=1.0):
+            self._mark_dead()
+        return not self.dead
+
     def __exit__(self, *exc) -> None:
+        if self.quiet:
+            import logging
+
+            for name in _EARLY_WARNERS:
+                logging.getLogger(name).removeFilter(self._early_warning)
         self._stop.set()
         # A server that died in the last seconds of the run, not yet noticed by the watch,
         # would still leave its events to be drained at exit.
