@@ -508,7 +508,7 @@ def main(argv: list[str] | None = None) -> int:
 
     tmp = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="ragspan-bench-"))
     os.environ["RAGSPAN_HOME"] = str(tmp / "home")
-    from ragspan.flows.runtime import configure_prefect
+    from ragspan.tasks.supervision.runtime import configure_prefect
 
     configure_prefect()
     if args.patch:

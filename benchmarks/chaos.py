@@ -25,7 +25,7 @@ exit times are summarised over the faults that met a running run):
 | stop-prefect | SIGSTOP of the Prefect server (SIGCONT once evaluate exited) | same |
 | kill-judge | SIGKILL of the judge's server | same |
 | corrupt-store | a random file of a random store of the state dir damaged (bytes inverted or truncated) | before the run |
-| no-space | a file-size limit (RLIMIT_FSIZE in the child, SIGXFSZ ignored: writes fail with EFBIG, as with ENOSPC) of a random size below the largest file written | the write that crosses it, in whichever store (tasks/io/store.py `REGISTRY`) |
+| no-space | a file-size limit (RLIMIT_FSIZE in the child, SIGXFSZ ignored: writes fail with EFBIG, as with ENOSPC) of a random size below the largest file written | the write that crosses it, in whichever store (tasks/state/_store.py `REGISTRY`) |
 | concurrent | a second `ragspan evaluate` on the same --out | same as the kills |
 
 A trial's run uses a new judge model name (`m<trial>`: a new context for every cache, so
@@ -258,7 +258,7 @@ class Bench:
 
     def stores_listed(self) -> bool:
         """`ragspan cache stats --json` lists every registered store (it opens each one)."""
-        from ragspan.tasks.io.store import REGISTRY
+        from ragspan.tasks.state import REGISTRY
 
         proc = subprocess.run([RAGSPAN, "cache", "stats", "--json"], env=self.env, cwd=self.work,
                               capture_output=True, text=True, timeout=120, check=False)

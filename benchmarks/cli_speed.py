@@ -10,7 +10,7 @@ environment (no PREFECT_* or RAGSPAN_* variables, no params.yaml), two ways:
 
 - before: `RAGSPAN_PREFECT_SERVER=ephemeral` — Prefect's temporary server started inside
   every process, which is what every run paid before the local server existed;
-- after: the default — the first run starts the local server (flows/local_server.py),
+- after: the default — the first run starts the local server (tasks/supervision/local_server.py),
   every later run reuses it.
 
 Each way gets its own state dir and one cold run first (not counted); then the unchanged

@@ -78,7 +78,7 @@ def main() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["RAGSPAN_HOME"] = str(Path(tmp) / "state")
-        from ragspan.flows.runtime import configure_prefect
+        from ragspan.tasks.supervision.runtime import configure_prefect
 
         configure_prefect()
         with FakeOpenAIServer() as server:

@@ -173,7 +173,7 @@ def evaluate(data: PathLike, run: str | None = None, *, judge: JudgeKind = "loca
     `search__top_k=0`), plus `model=` and `base_url=` for the openai judge. Inputs are
     validated before any flow starts: a bad row raises InputError naming file, row and
     field; a run already writing `out` raises OutputBusy."""
-    from ragspan.flows.runtime import configure_prefect
+    from ragspan.tasks.supervision.runtime import configure_prefect
 
     configure_prefect()  # before Prefect is imported: its state and logging defaults
     from ragspan.flows.evaluation import prepare_run
@@ -226,7 +226,7 @@ def compare(a: Results | PathLike, b: Results | PathLike, fail_on: str | Iterabl
     last two). `fail_on`: rules such as "significant,hallucination:2pp,correct-lost:3"
     (docs/ci.md); a failed rule makes `passed` False. Over different questions it raises
     QuestionsDiffer unless `force`."""
-    from ragspan.tasks.io.compare_sides import compared, load_side, side_from_dir
+    from ragspan.tasks.reporting.compare_sides import compared, load_side, side_from_dir
     from ragspan.tasks.reporting.gate import parse_rules
 
     rules = parse_rules([fail_on] if isinstance(fail_on, str) else list(fail_on or []))

@@ -13,7 +13,7 @@ from those files a window of answers at a time (Parquet row groups): the flow's 
 set by the shards in flight, not by the number of answers (docs/decisions.md #54).
 An answer that searched the corpus is evaluated again after any corpus change, but from
 corpus-wide search on when its passages' documents did not change: its claims and
-retrieved-passage verdicts come from the answer store (tasks/io/pre_search.py), handed to
+retrieved-passage verdicts come from the answer store (tasks/reuse/pre_search.py), handed to
 its shard as the shard is made (docs/decisions.md #58); run.json counts them
 (`answers_resumed`).
 
@@ -41,15 +41,13 @@ from ragspan.tasks.config import (
     load_settings,
     state_dir,
 )
-from ragspan.tasks.io.answer_store import context_key, corpus_identity
-from ragspan.tasks.io.load import load_inputs
-from ragspan.tasks.io.outputs import output_lock
-from ragspan.tasks.io.state import mark_used, prune_after_run, step_results_dir
-from ragspan.tasks.io.step_results import sweep
+from ragspan.tasks.inputs.load import load_inputs
 from ragspan.tasks.judges import judge_runtime, judge_spec, support_threshold
 from ragspan.tasks.reporting.artifacts import publish_artifacts
 from ragspan.tasks.reporting.report import report, report_unchanged
 from ragspan.tasks.reporting.snapshot import find_unchanged, unchanged_key
+from ragspan.tasks.reuse.answer_store import context_key, corpus_identity
+from ragspan.tasks.state import mark_used, output_lock, prune_after_run, step_results_dir, sweep
 from ragspan.tasks.steps.corpus_search import build_index
 
 
@@ -74,10 +72,10 @@ def evaluate(data_dir: str, run: str, out_dir: str, params_path: str | None = No
     with output_lock(Path(out_dir)):  # a second run on the same --out is refused, not raced
         # Validated again only when no caller did: prepare_run did, and handed its workspace
         # over — taken as it is while the files' md5s still give its key, no second read
-        # (tasks/io/load/workspace.py); other callers get the validated-inputs cache's hit.
+        # (tasks/inputs/load/workspace.py); other callers get the validated-inputs cache's hit.
         ws = timed(load_inputs, data_dir, run, settings)  # bad input stops here: before any judge call
         index_dir = timed(build_index, ws, str(state_dir() / "index"))  # reads no table when unchanged
-        mark_used(index_dir)  # for pruning by last use (tasks/io/state.py)
+        mark_used(index_dir)  # for pruning by last use (tasks/state/_stores.py)
         sweep(step_results_dir())  # step results a killed run half-wrote: moved aside, one line
         top_k, answers = settings.search.top_k, state_dir() / "answers"
         context = context_key(spec, code, (thr, band), top_k)  # the corpus is in each answer's key
@@ -91,8 +89,8 @@ def evaluate(data_dir: str, run: str, out_dir: str, params_path: str | None = No
             from ragspan.flows.shard import evaluate_shard
             from ragspan.flows.shard_window import spilled_results
             from ragspan.tasks.core.shards import iter_shards, passages_for
-            from ragspan.tasks.io.answer_store import remember_answers, reuse_answers
-            from ragspan.tasks.io.shard_spill import spilling
+            from ragspan.tasks.reuse.answer_store import remember_answers, reuse_answers
+            from ragspan.tasks.reuse.shard_spill import spilling
 
             corpus = timed(corpus_identity, ws.chunks, ws.corpus, index_dir, ws.document_hashes)  # what of it each answer's key holds
             known = timed(reuse_answers, ws.answers, passages_for(ws), str(answers), context,

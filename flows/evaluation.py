@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ragspan.flows.runners import RunnerKind
     from ragspan.tasks.config import Settings
-    from ragspan.tasks.io.load import Workspace
+    from ragspan.tasks.inputs.load import Workspace
 
 DEFAULT_PARAMS = Path("params.yaml")
 
@@ -48,7 +48,7 @@ def choose_run(data: str, given: str | None, settings: Settings, params_file: st
     among several is said on stderr. `run_option`: how the caller names the choice in that
     error (`run=` from Python)."""
     from ragspan.tasks.errors import InputError, UsageError
-    from ragspan.tasks.io.load import run_names
+    from ragspan.tasks.inputs.load import run_names
 
     if given:
         return given
@@ -92,7 +92,7 @@ def prepare_run(data: str | None, run: str | None, out: str | None, *, params: s
     (`out`, else results/RUN); the inputs loaded and validated — InputError on the first
     problem, before any flow or judge call. Raises ConfigError, UsageError, InputError."""
     from ragspan.tasks.config import load_settings
-    from ragspan.tasks.io.load import checked_workspace
+    from ragspan.tasks.inputs.load import checked_workspace
 
     params_file = params_path(params)
     settings = load_settings(params_file, overrides)
@@ -135,12 +135,12 @@ def without_heartbeat():
 
 def settle_api(log: Callable[[str], None]) -> tuple[str | None, str]:
     """(API URL, how it was found) for a run outside any flow run: the configured API, else
-    the local server (found or started, flows/local_server.py), else (None, "ephemeral").
+    the local server (found or started, tasks/supervision/local_server.py), else (None, "ephemeral").
     An API that does not answer is one NoServer error, before anything runs: else every
     Prefect call would retry for a minute and end in a traceback."""
     from ragspan.flows import local_server
-    from ragspan.flows.runtime import api_answers
     from ragspan.tasks.errors import NoServer
+    from ragspan.tasks.supervision.runtime import api_answers
 
     url, how = local_server.ensure_server(log=log)
     if url and not api_answers(url):
@@ -185,8 +185,8 @@ def run_evaluate_flow(data_dir: str, run: str, out_dir: str, settings: Settings,
     own flow): that run keeps its heartbeat and still has work after the evaluation."""
     from ragspan.flows.evaluate import evaluate
     from ragspan.flows.runners import task_runner
-    from ragspan.flows.runtime import ApiWatch, api_answers
     from ragspan.tasks.errors import RagspanError
+    from ragspan.tasks.supervision.runtime import ApiWatch, api_answers
 
     task_runner_ = task_runner(runner, settings.pipeline.shard_concurrency, dask_address)
     written = Path(out_dir) / "metrics.json"

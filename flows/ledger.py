@@ -20,9 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from ragspan.flows import progress
 from ragspan.tasks.errors import DiskFull, StepFailed
-from ragspan.tasks.io.outputs import no_room
-from ragspan.tasks.io.state import step_results_dir
 from ragspan.tasks.judges.base import JudgeStats
+from ragspan.tasks.state import no_room, step_results_dir
 
 if TYPE_CHECKING:
     from ragspan.tasks.core.shards import ShardResult

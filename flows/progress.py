@@ -86,7 +86,7 @@ class Progress:
         self.emit("start", answers=answers, shards=shards)
 
     def reused(self, answers: int, shards: int) -> None:
-        """`answers` came from the answer store (tasks/io/answer_store.py); `shards` are left to run."""
+        """`answers` came from the answer store (tasks/reuse/answer_store.py); `shards` are left to run."""
         self.answers_done += answers
         self.shards_total = shards
         self.emit("reused", answers=answers, shards=shards)

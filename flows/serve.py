@@ -32,7 +32,7 @@ def settle_api_url(given: str | None = None, port: int = 4200) -> str:
     on 127.0.0.1:PORT if it answers."""
     url = given or os.environ.get("PREFECT_API_URL")
     if not url:
-        from ragspan.flows.local_server import read_record
+        from ragspan.tasks.supervision.local_server import read_record
 
         rec = read_record()  # the server `ragspan evaluate` or `ragspan server start` recorded
         url = rec["url"] if rec and _healthy(rec["url"]) else None

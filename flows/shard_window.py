@@ -4,7 +4,7 @@ Submitting every shard at once made the flow hold every shard's passages (in its
 parameters) and every shard's result (in its future) until the last one finished: memory
 grew with the number of answers. Here at most `in_flight` shards are submitted and not
 yet collected; the oldest is collected first (shards are about the same size), its
-result spilled (tasks/io/shard_spill.py) and its future dropped, then the next shard is
+result spilled (tasks/reuse/shard_spill.py) and its future dropped, then the next shard is
 made (tasks/core/shards.iter_shards makes them one at a time) and submitted.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ragspan.tasks.core.shards import Shard
-from ragspan.tasks.io.shard_spill import SpilledShard, spill
+from ragspan.tasks.reuse.shard_spill import SpilledShard, spill
 
 
 def spilled_results(submit: Callable[[Shard], Any], shards: Iterable[Shard], in_flight: int,

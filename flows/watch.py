@@ -22,9 +22,9 @@ gets its own run `<trigger>-<index>-<UTC time>`, so earlier results stay on disk
 `ragspan compare results/A results/B` works on any two of them.
 
 The steps that touch files, processes and DVC live in tasks/: the workspace lock
-(tasks/io/workspace_lock.py), `rag.command` and run installation (tasks/tools/rag_command.py,
-its placeholders documented there), `dvc exp save` (tasks/io/experiments.py) and the
-history file (tasks/io/history.py). This module wires them.
+(tasks/state/_locks.py), `rag.command` and run installation (tasks/tools/rag_command.py,
+its placeholders documented there), `dvc exp save` (tasks/reporting/experiments.py) and the
+history file (tasks/reporting/history.py). This module wires them.
 
 Overlapping runs queue: the deployment has a concurrency limit of 1 (ENQUEUE), and the
 flow also waits for a workspace lock, so a manual run or a second deployment queues too.
@@ -44,11 +44,11 @@ from prefect import flow, get_run_logger
 from prefect.states import Completed
 from ragspan.flows.evaluation import current_api_url, run_evaluate_flow
 from ragspan.tasks.config import Settings, load_settings, state_dir
-from ragspan.tasks.io.experiments import is_dvc_workspace, save_experiment
-from ragspan.tasks.io.git import git_state
-from ragspan.tasks.io.history import append_history, previous_results_dir
-from ragspan.tasks.io.workspace_lock import workspace_lock
+from ragspan.tasks.reporting.experiments import is_dvc_workspace, save_experiment
+from ragspan.tasks.reporting.git import git_state
+from ragspan.tasks.reporting.history import append_history, previous_results_dir
 from ragspan.tasks.reporting.rebuild import rebuild_text
+from ragspan.tasks.state import workspace_lock
 from ragspan.tasks.tools.rag_command import (
     fill_command,
     install_run,

@@ -1,7 +1,7 @@
 """The code a cached value follows from, found from the code itself: no hand-kept lists.
 
 A cache key must change when any code that shapes its value changes. Lists of paths kept
-by hand ("reporting, io/manifest.py, ...") drift: the report snapshot's list missed the
+by hand ("reporting, reporting/manifest.py, ...") drift: the report snapshot's list missed the
 flow that assembles its tables. Here a value names the module that computes it (its
 *root*), and its code is every ragspan module that root imports, directly or through
 others — each `import` statement anywhere in a file counts, a lazy one inside a function

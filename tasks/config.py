@@ -99,7 +99,7 @@ class SearchParams(_Strict):
 class PipelineParams(_Strict):
     shard_size: int = Field(1000, gt=0)  # issue 7: fewer task runs; the answer store makes small shards unnecessary
     shard_concurrency: int = Field(2, ge=1)  # shards in flight on the default thread runner
-    reuse_answers: bool = True  # serve unchanged answers from the answer store (tasks/io/answer_store.py)
+    reuse_answers: bool = True  # serve unchanged answers from the answer store (tasks/reuse/answer_store.py)
     reuse_verdicts: bool = True  # reuse local-judge verdicts by content (tasks/judges/verdict_cache.py)
     judge_processes: int = Field(0, ge=0)  # local judge worker processes; 0 = one per core (at most 4), 1 = in-process
     default_context_k: int = Field(3, ge=0)
@@ -123,7 +123,7 @@ class RagParams(_Strict):
 
 
 class StateParams(_Strict):
-    """Limits on the state dir's caches, applied after each run (tasks/io/state.py)."""
+    """Limits on the state dir's caches, applied after each run (tasks/state/_stores.py)."""
 
     max_size: str = "10GB"  # the five caches together; "0" = no size limit
     max_age_days: float = Field(0.0, ge=0)  # entries unused this long are removed; 0 = no age limit
@@ -131,7 +131,7 @@ class StateParams(_Strict):
     @field_validator("max_size")
     @classmethod
     def _a_size(cls, v: str) -> str:
-        from ragspan.tasks.io.state import parse_size
+        from ragspan.tasks.state import parse_size
 
         parse_size(v)  # ValueError names the bad value
         return v
@@ -213,7 +213,7 @@ def _parse_settings(_key: tuple, path: str | Path | None, overrides: tuple[tuple
 #   the shard's chain of steps, which imports every step, judge and schema;
 EVALUATION_ROOTS: tuple[str, ...] = ("ragspan.flows.shard",)
 # - validated inputs: the loader;
-LOADER_ROOTS: tuple[str, ...] = ("ragspan.tasks.io.load",)
+LOADER_ROOTS: tuple[str, ...] = ("ragspan.tasks.inputs.load",)
 # - a run's written results (the report snapshot): the evaluate flow and all it imports.
 RESULTS_ROOTS: tuple[str, ...] = ("ragspan.flows.evaluate",)
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from ragspan.flows.cli import main
-from ragspan.tasks.io.load import load_workspace
+from ragspan.tasks.inputs.load import load_workspace
 
 DOCS = {
     "a.md": "Alpha storage costs $5 per month.\nIt includes 250 GB of storage.",

@@ -12,7 +12,7 @@ from conftest import SAMPLE
 from hypothesis import given
 from hypothesis import strategies as st
 from ragspan.tasks.core.shards import passages_for
-from ragspan.tasks.io.load import load_workspace
+from ragspan.tasks.inputs.load import load_workspace
 from ragspan.tasks.judges.local import split_claims
 from ragspan.tasks.judges.verifier import verifier
 from ragspan.tasks.judges.verifier.bulk import BulkBound

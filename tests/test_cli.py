@@ -127,7 +127,7 @@ def test_the_installed_command_evaluates_the_sample(tmp_path):
 
 @pytest.mark.usefixtures("prefect_server", "state_dir")
 def test_concurrent_evaluate_on_the_same_output_is_refused(tmp_path, capsys):
-    from ragspan.tasks.io.outputs import output_lock
+    from ragspan.tasks.state._atomic import output_lock
 
     out = tmp_path / "results" / "baseline"
     with output_lock(out):  # as a running evaluate holds it

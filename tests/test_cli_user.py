@@ -188,7 +188,7 @@ def test_local_server_is_started_once_reused_and_stopped(user_ws, tmp_path):
 
 def test_a_server_started_with_idle_stop_stops_itself(tmp_path):
     env = _server_env(tmp_path / "state-idle")
-    from ragspan.flows.local_server import free_port
+    from ragspan.tasks.supervision.local_server import free_port
 
     proc = subprocess.Popen([RAGSPAN, "server", "start", "--port", str(free_port()), "--idle-stop", "1"],
                             env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

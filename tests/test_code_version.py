@@ -79,7 +79,7 @@ def test_a_module_enters_the_key_when_a_step_imports_it(tmp_path):
 
 def test_results_key_covers_the_flow_and_reporting(tmp_path):
     _assert_each_edit_moves(_copy_package(tmp_path), RESULTS_ROOTS, (
-        "flows/evaluate.py", "tasks/reporting/html.py", "tasks/io/manifest.py", "tasks/io/answer_store.py",
+        "flows/evaluate.py", "tasks/reporting/html.py", "tasks/reporting/manifest.py", "tasks/reuse/answer_store.py",
         "flows/shard.py"))
 
 

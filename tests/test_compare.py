@@ -264,7 +264,7 @@ def test_cli_names_an_unknown_side(tmp_path, two_results):
 
 
 def test_markdown_is_stable_for_a_fixed_seed(two_results):
-    from ragspan.tasks.io.compare_sides import side_from_dir
+    from ragspan.tasks.reporting.compare_sides import side_from_dir
 
     a, b = (side_from_dir(p) for p in two_results)
     assert as_markdown(compare_runs(a, b, resamples=200)) == as_markdown(compare_runs(a, b, resamples=200))

@@ -1,5 +1,5 @@
 """The corpus store: the corpus read a batch at a time into a memory-mapped entry of the
-state dir (tasks/io/load/corpus_store.py), equal to reading it whole; bad input stops with
+state dir (tasks/inputs/load/corpus_store.py), equal to reading it whole; bad input stops with
 its file, row and field and leaves nothing; a damaged entry is read again."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import pytest
 from ragspan.tasks.config import load_settings
 from ragspan.tasks.core.corpus_identity import text_hashes
 from ragspan.tasks.errors import InputError
-from ragspan.tasks.io.load import checked_workspace
-from ragspan.tasks.io.load.batches import jsonl_arrow_batches
-from ragspan.tasks.io.load.chunks import _ARROW_SCHEMA, _load_chunks
-from ragspan.tasks.io.load.corpus_store import TEXTS_FILE, stored_corpus
+from ragspan.tasks.inputs.load import checked_workspace
+from ragspan.tasks.inputs.load.batches import jsonl_arrow_batches
+from ragspan.tasks.inputs.load.chunks import _ARROW_SCHEMA, _load_chunks
+from ragspan.tasks.inputs.load.corpus_store import TEXTS_FILE, stored_corpus
 
 from tests.conftest import SAMPLE
 
@@ -165,7 +165,7 @@ def _outcome(data: Path, corpus: pd.DataFrame, batch_bytes: int, arrow_jsonl: bo
 @pytest.mark.usefixtures("state_dir")
 def test_a_chunk_table_read_by_arrow_equals_the_strict_reader(tmp_path: Path):
     """Every JSONL quirk the strict reader refuses or reads its own way: the Arrow path
-    (tasks/io/load/batches.jsonl_arrow_batches + the vectorised checks) gives the same table
+    (tasks/inputs/load/batches.jsonl_arrow_batches + the vectorised checks) gives the same table
     or the same error, in blocks of one line and of the whole file."""
     corpus = stored_corpus(SAMPLE)[0].frame()
     good = [json.dumps(r).encode() for r in _chunk_rows()]

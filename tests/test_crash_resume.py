@@ -226,7 +226,7 @@ def test_sigkill_at_several_points_then_resume(tmp_path, state_dir):
 
 
 def test_rewriting_a_results_dir_keeps_dvcs_gitignore(tmp_path):
-    from ragspan.tasks.io.outputs import write_atomic_dir
+    from ragspan.tasks.state._atomic import write_atomic_dir
 
     out = tmp_path / "results" / "baseline"
     write_atomic_dir(out, {"a.txt": lambda p: p.write_text("1")})

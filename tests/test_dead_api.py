@@ -1,7 +1,7 @@
 """`ragspan evaluate` when its Prefect server dies: a real `prefect server start`, killed
 with SIGKILL while the run goes on (or before it starts). The run must finish or stop
 on its own, say what happened in one line, and exit promptly — not retry every queued
-Prefect event against the dead API (flows/runtime.py: skip_prefect_drain_if_api_down)."""
+Prefect event against the dead API (tasks/supervision/runtime.py: skip_prefect_drain_if_api_down)."""
 
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ def _evaluate(tmp: Path, env: dict[str, str], api: str, via: str = "command") ->
 
 
 def _flow_started(tmp: Path, pid: int) -> bool:
-    """The flow holds its output lock (tasks/io/outputs.py), which records the pid."""
+    """The flow holds its output lock (tasks/state/_atomic.py), which records the pid."""
     locks = tmp / "home" / "locks"
     return locks.is_dir() and any(p.read_text().strip() == f"pid {pid}" for p in locks.glob("*.lock"))
 
@@ -139,7 +139,7 @@ def test_server_dead_before_evaluate(tmp_path):
 
 _ABANDON = """
 import socket, sys, time
-from ragspan.flows.runtime import ApiWatch
+from ragspan.tasks.supervision.runtime import ApiWatch
 
 # a server that accepts connections and never answers (as a SIGSTOPped one does)
 silent = socket.socket()

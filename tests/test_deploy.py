@@ -23,7 +23,7 @@ from conftest import SAMPLE
 from ragspan.flows import deploy
 from ragspan.flows import serve as serve_mod
 from ragspan.flows import watch as watch_mod
-from ragspan.tasks.io.history import read_history
+from ragspan.tasks.reporting.history import read_history
 from servers import BIN, CLI, api_call, clean_env, prefect_server, stop, wait_for
 
 pytestmark = pytest.mark.e2e  # slow, end to end: `pytest -m "not e2e"` leaves it out

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import REPO, SAMPLE
-from ragspan.tasks.io.manifest import dir_md5
+from ragspan.tasks.reporting.manifest import dir_md5
 from ragspan.tasks.reporting.results_files import read_results
 
 BIN = Path(sys.executable).parent

@@ -203,10 +203,7 @@ def test_table_files_written_from_spilled_shards_equal_those_of_the_tables_assem
     table in memory (merged) and wrote it whole (results_pieces): the same tables."""
     from ragspan.tasks.config import load_settings
     from ragspan.tasks.core.shards import ShardResult
-    from ragspan.tasks.io.answer_store import Reuse, RunParts, merged
-    from ragspan.tasks.io.load import checked_workspace
-    from ragspan.tasks.io.outputs import write_parquet_pieces
-    from ragspan.tasks.io.shard_spill import spill, spilling
+    from ragspan.tasks.inputs.load import checked_workspace
     from ragspan.tasks.judges.base import JudgeStats
     from ragspan.tasks.reporting.report import (
         BYTE_COLUMNS,
@@ -214,6 +211,9 @@ def test_table_files_written_from_spilled_shards_equal_those_of_the_tables_assem
         results_pieces,
         table_file_pieces,
     )
+    from ragspan.tasks.reuse.answer_store import Reuse, RunParts, merged
+    from ragspan.tasks.reuse.shard_spill import spill, spilling
+    from ragspan.tasks.state._atomic import write_parquet_pieces
 
     out, _ = sample_results
     ws = checked_workspace(SAMPLE, "baseline", load_settings(None))

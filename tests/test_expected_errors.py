@@ -77,7 +77,7 @@ def test_a_second_evaluate_into_the_same_out_is_refused_in_one_line(tmp_path, en
 
 @pytest.mark.parametrize("verbose", [False, True], ids=["quiet", "verbose"])
 def test_an_error_inside_the_flow_shows_its_traceback_only_with_verbose(tmp_path, env, verbose):
-    from ragspan.tasks.io.outputs import output_lock
+    from ragspan.tasks.state._atomic import output_lock
 
     out = tmp_path / "out"
     with output_lock(out):  # as a running evaluate holds it: OutputBusy raised in the flow
@@ -140,7 +140,7 @@ def test_a_full_disk_while_writing_results_names_the_file_and_keeps_the_previous
     """ENOSPC from a writer (the filesystem, not a limit) is the same one error."""
     import errno
 
-    from ragspan.tasks.io.outputs import write_atomic_dir
+    from ragspan.tasks.state._atomic import write_atomic_dir
 
     def full(path: Path) -> None:
         path.write_text("partial")

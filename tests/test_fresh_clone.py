@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import REPO, SAMPLE
-from ragspan.tasks.io.history import read_history
+from ragspan.tasks.reporting.history import read_history
 from servers import api_call, artifacts, clean_env, prefect_server, stop, wait_for
 
 pytestmark = pytest.mark.e2e  # slow, end to end: `pytest -m "not e2e"` leaves it out

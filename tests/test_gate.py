@@ -56,7 +56,7 @@ def dirs(tmp_path_factory) -> tuple[Path, Path]:
 
 @pytest.fixture(scope="module")
 def result(dirs) -> dict:
-    from ragspan.tasks.io.compare_sides import side_from_dir
+    from ragspan.tasks.reporting.compare_sides import side_from_dir
 
     a, b = (side_from_dir(p) for p in dirs)
     return compare_runs(a, b, resamples=500)

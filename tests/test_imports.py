@@ -11,8 +11,8 @@ import pytest
 from ragspan.flows.cli import main
 from ragspan.tasks.config import load_settings
 from ragspan.tasks.errors import InputError, UsageError
-from ragspan.tasks.io.imports.workspace import REPORT_FILE, import_workspace
-from ragspan.tasks.io.load import checked_workspace, load_corpus
+from ragspan.tasks.inputs.imports.workspace import REPORT_FILE, import_workspace
+from ragspan.tasks.inputs.load import checked_workspace, load_corpus
 
 from tests.conftest import REPO, SAMPLE
 

@@ -17,7 +17,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 from ragspan.tasks.core.chunk_split import MAX_GAP, gaps_between
-from ragspan.tasks.io import heal
+from ragspan.tasks.state import _heal as heal
 from ragspan.tasks.steps import index_build as ib
 from ragspan.tasks.steps.corpus_search import (
     _Tables,

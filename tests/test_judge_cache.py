@@ -243,7 +243,7 @@ def test_default_cache_lives_in_the_state_dir(state_dir):
 
 def test_cache_commands_report_and_empty_the_answer_store_and_input_cache(state_dir, capsys):
     from conftest import SAMPLE
-    from ragspan.tasks.io.load import load_workspace
+    from ragspan.tasks.inputs.load import load_workspace
 
     load_workspace(SAMPLE, "baseline", 800, 100, 3)  # fills the validated-inputs cache
     (state_dir / "answers" / "ctx" / "seg-1").mkdir(parents=True)

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ragspan.tasks.core.schemas import Answers, Chunks, Corpus, Questions, Retrieved
-from ragspan.tasks.io.load import (
+from ragspan.tasks.inputs.load import (
     InputError,
     chunk_corpus,
     find_table,
@@ -21,7 +21,7 @@ from ragspan.tasks.io.load import (
     locate_text,
     read_table,
 )
-from ragspan.tasks.io.load.problems import _validate_schema
+from ragspan.tasks.inputs.load.problems import _validate_schema
 
 DOCS = [
     {
@@ -598,7 +598,7 @@ def test_validated_inputs_are_cached_until_any_file_changes(tmp_path, monkeypatc
     import shutil
 
     from conftest import SAMPLE
-    from ragspan.tasks.io.load import load_workspace
+    from ragspan.tasks.inputs.load import load_workspace
 
     monkeypatch.setenv("RAGSPAN_HOME", str(tmp_path / "state"))
     data = tmp_path / "data"

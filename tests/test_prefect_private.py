@@ -1,4 +1,4 @@
-"""The one place ragspan reaches into Prefect's private API (flows/runtime.py,
+"""The one place ragspan reaches into Prefect's private API (tasks/supervision/runtime.py,
 `discard_prefect_queues`: the events worker's queue, dropped when the API is dead). A
 Prefect upgrade that renames or reshapes any of it must fail here, by name, not leave a
 dead-API run hanging at exit."""
@@ -15,7 +15,7 @@ from tests.servers import free_port
 _PILE_UP_AND_DISCARD = """
 import time
 from prefect.events import emit_event
-from ragspan.flows.runtime import discard_prefect_queues
+from ragspan.tasks.supervision.runtime import discard_prefect_queues
 
 for i in range(50):
     emit_event(event="ragspan.test.private", resource={"prefect.resource.id": f"ragspan.test.{i}"})

@@ -1,4 +1,4 @@
-"""The answer store (tasks/io/answer_store.py): keys, round trip, retries, damage, pruning, order."""
+"""The answer store (tasks/reuse/answer_store.py): keys, round trip, retries, damage, pruning, order."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 from ragspan.tasks.core import schemas
 from ragspan.tasks.core.shards import ShardResult
-from ragspan.tasks.io.answer_store import (
+from ragspan.tasks.judges.base import JudgeSpec, JudgeStats
+from ragspan.tasks.reuse.answer_store import (
     MAX_CONTEXTS,
     MAX_SEGMENTS,
     answer_keys,
@@ -19,7 +20,6 @@ from ragspan.tasks.io.answer_store import (
     remember,
     split_known,
 )
-from ragspan.tasks.judges.base import JudgeSpec, JudgeStats
 
 
 def _answers(n: int = 3) -> pd.DataFrame:

@@ -17,7 +17,7 @@ from itertools import pairwise
 
 import pytest
 from conftest import SAMPLE
-from ragspan.tasks.io.load import load_workspace
+from ragspan.tasks.inputs.load import load_workspace
 from ragspan.tasks.judges.local import split_claims
 
 try:  # the taxonomy module; older trees keep the labels in schemas

@@ -183,7 +183,7 @@ def test_a_run_name_cannot_choose_a_path_outside_results(tmp_path, monkeypatch, 
 
 
 def test_the_output_lock_lives_in_the_state_dir_whatever_the_out_path(tmp_path, state_dir):
-    from ragspan.tasks.io.outputs import output_lock
+    from ragspan.tasks.state._atomic import output_lock
 
     weird = tmp_path / "a" / ".." / ".." / "b\n" / "c"
     with output_lock(weird):

@@ -18,9 +18,10 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 from conftest import SAMPLE
-from ragspan.tasks.io import heal, sqlite_heal
 from ragspan.tasks.judges.cache import JudgeCache
 from ragspan.tasks.judges.openai_judge import OpenAIJudge, openai_spec
+from ragspan.tasks.state import _heal as heal
+from ragspan.tasks.state import _sqlite as sqlite_heal
 
 from benchmarks._support.fake_openai_server import FakeOpenAIServer
 
@@ -47,8 +48,8 @@ def _largest(files: list[Path]) -> Path:
 @pytest.mark.usefixtures("prefect_server")
 def test_one_corrupt_file_in_any_store_costs_a_rebuild_and_one_line_never_a_label(state_dir, tmp_path, capfd):
     from ragspan.flows.evaluate import evaluate
-    from ragspan.tasks.io.state import step_results_dir
-    from ragspan.tasks.io.step_results import check_record
+    from ragspan.tasks.state._step_results import check_record
+    from ragspan.tasks.state._stores import step_results_dir
 
     def run(name: str, **overrides: str) -> list[tuple[str, str]]:
         evaluate(data_dir=str(SAMPLE), run="baseline", out_dir=str(tmp_path / name), overrides=overrides)
@@ -141,7 +142,7 @@ _NO_ROOM = textwrap.dedent("""
     from pathlib import Path
     import pandas as pd
     from ragspan.tasks.errors import DiskFull
-    from ragspan.tasks.io.load import load_workspace
+    from ragspan.tasks.inputs.load import load_workspace
     from ragspan.tasks.steps.corpus_search import build_index_dir
     ws = load_workspace(sys.argv[1], "baseline", 800, 100, 3)
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes past the limit fail with EFBIG
@@ -163,7 +164,7 @@ def test_no_room_while_building_the_index_is_one_line_and_leaves_nothing_half_bu
     assert proc.stderr.count("\n") == 1 and "file too large while writing corpus index" in proc.stderr
     assert "needs at least" in proc.stderr and "MB free there" in proc.stderr
     assert [p.name for p in root.iterdir()] == []  # no index, no .building-* left behind
-    from ragspan.tasks.io.load import load_workspace
+    from ragspan.tasks.inputs.load import load_workspace
     from ragspan.tasks.steps.corpus_search import build_index_dir
 
     ws = load_workspace(SAMPLE, "baseline", 800, 100, 3)

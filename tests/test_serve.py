@@ -34,7 +34,7 @@ from conftest import SAMPLE
 from ragspan.flows import serve as serve_mod
 from ragspan.flows import watch as watch_mod
 from ragspan.tasks.errors import ConfigError
-from ragspan.tasks.io import history as history_file
+from ragspan.tasks.reporting import history as history_file
 from ragspan.tasks.reporting.results_files import read_results
 from ragspan.tasks.tools import demo_rag, rag_command
 from servers import free_port as _free_port
@@ -83,7 +83,7 @@ def test_demo_index_version_changes_the_run(demo_runs):
 
 
 def test_demo_index_holds_what_its_version_says(tmp_path):
-    from ragspan.tasks.io.load import load_workspace
+    from ragspan.tasks.inputs.load import load_workspace
 
     chunks = load_workspace(SAMPLE, None, 800, 100, 3).chunks
     one = demo_rag.indexed_chunks(chunks, demo_rag.spec_for("x", chunks_per_doc=1))

@@ -1,5 +1,5 @@
-"""Shard results on disk (tasks/io/shard_spill.py, flows/shard_window.py) and file md5s
-remembered by stat fingerprint (tasks/io/digests.py): what they give back is what was
+"""Shard results on disk (tasks/reuse/shard_spill.py, flows/shard_window.py) and file md5s
+remembered by stat fingerprint (tasks/state/_digests.py): what they give back is what was
 there, and what they hold in memory is bounded."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from pathlib import Path
 import pandas as pd
 from ragspan.flows.shard_window import spilled_results
 from ragspan.tasks.core.shards import Shard
-from ragspan.tasks.io.answer_store import merged, split_known
-from ragspan.tasks.io.digests import DIGESTS_FILE, file_md5s
-from ragspan.tasks.io.shard_spill import spill, spilling
+from ragspan.tasks.reuse.answer_store import merged, split_known
+from ragspan.tasks.reuse.shard_spill import spill, spilling
+from ragspan.tasks.state._digests import DIGESTS_FILE, file_md5s
 from test_reuse import CTX, _answers, _passages, _result
 
 
@@ -71,7 +71,7 @@ def test_a_file_is_hashed_again_when_it_changes_and_not_while_it_stays(tmp_path:
     st = os.stat(f)
     os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))  # only ctime moves: still re-hashed correctly
     reads: list[Path] = []
-    from ragspan.tasks.io import digests
+    from ragspan.tasks.state import _digests as digests
 
     real = digests._md5_of_bytes
     monkeypatch.setattr(digests, "_md5_of_bytes", lambda p: reads.append(p) or real(p))
@@ -87,8 +87,8 @@ def test_a_table_written_in_pieces_equals_the_assembled_one_whatever_byte_column
     import dataclasses
 
     from ragspan.tasks.core.schemas import WRITE_ONLY
-    from ragspan.tasks.io.answer_store import RunParts
-    from ragspan.tasks.io.outputs import write_parquet_pieces
+    from ragspan.tasks.reuse.answer_store import RunParts
+    from ragspan.tasks.state._atomic import write_parquet_pieces
 
     answers = _answers(5)
     reuse = split_known(answers, _passages(5), tmp_path / "s", CTX, enabled=False)

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from ragspan.tasks.config import load_settings
 from ragspan.tasks.errors import InputError
-from ragspan.tasks.io.load import checked_workspace
-from ragspan.tasks.io.load import workspace as workspace_module
+from ragspan.tasks.inputs.load import checked_workspace
+from ragspan.tasks.inputs.load import workspace as workspace_module
 from ragspan.tasks.steps import corpus_search
 
 from tests.conftest import SAMPLE

@@ -1,4 +1,4 @@
-"""The state dir's stores (tasks/io/state.py, `ragspan cache stats|clear|prune`), on the
+"""The state dir's stores (tasks/state/_stores.py, `ragspan cache stats|clear|prune`), on the
 state a real evaluate run leaves: every store listed with its size, pruning by age and by
 total size (least recently used first, judge-cache rows included), `clear --all`, the
 params.yaml limit applied after each run, and a cold run after everything was pruned."""
@@ -17,7 +17,7 @@ import pytest
 import yaml
 from conftest import SAMPLE
 from ragspan.flows.cli import cache as cache_cmd
-from ragspan.tasks.io import state
+from ragspan.tasks.state import _stores as state
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 

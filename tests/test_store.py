@@ -1,4 +1,4 @@
-"""The store layer (tasks/io/store.py) on real files: atomic writes, a damaged entry healed
+"""The store layer (tasks/state/_store.py) on real files: atomic writes, a damaged entry healed
 with one warning line, keep-newest and LRU pruning, stats; every registered store listed
 by `ragspan cache stats --json` after a run of the sample; and the chaos case — no room
 (a file-size limit in a subprocess: writes fail with EFBIG, as with ENOSPC) while each
@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 from conftest import SAMPLE
 from ragspan.tasks.errors import DiskFull
-from ragspan.tasks.io import heal, store
-from ragspan.tasks.io.store import REGISTRY, DirStore, dir_store, sqlite_store
+from ragspan.tasks.state import _heal as heal
+from ragspan.tasks.state import _store as store
+from ragspan.tasks.state._store import REGISTRY, DirStore, dir_store, sqlite_store
 
 
 def _fingerprint(root: Path) -> dict[str, str]:
@@ -100,7 +101,7 @@ def test_keep_newest_and_prune_go_by_last_use(tmp_path, state_dir):
     s.write_dir("c", _fill({"x": b"x"}))
     assert [p.name for p in s.names()] == ["a", "c"]  # "b", least recently used, went
 
-    from ragspan.tasks.io import state
+    from ragspan.tasks.state import _stores as state
 
     idx = dir_store("indexes")
     for i, name in enumerate(("old", "mid", "new")):
@@ -113,7 +114,7 @@ def test_keep_newest_and_prune_go_by_last_use(tmp_path, state_dir):
 
 
 def test_stats_of_every_kind_of_store(tmp_path, state_dir):
-    from ragspan.tasks.io import state
+    from ragspan.tasks.state import _stores as state
 
     dir_store("reports").write_dir("k", _fill({"a": b"a" * 1000}))
     dir_store("digests").write_file("digests.json", b"{}")
@@ -164,7 +165,7 @@ def test_sqlite_full_is_disk_full_and_the_rows_stay(tmp_path, state_dir):
 
 
 def test_a_damaged_verdict_cache_is_started_anew(tmp_path, state_dir, capfd):
-    from ragspan.tasks.io import sqlite_heal
+    from ragspan.tasks.state import _sqlite as sqlite_heal
 
     path = tmp_path / "v.sqlite"
     path.write_bytes(b"not a database at all" * 500)
@@ -212,7 +213,7 @@ _NO_ROOM_WRITES = textwrap.dedent("""
     import json, resource, signal, sys
     from pathlib import Path
     from ragspan.tasks.errors import DiskFull
-    from ragspan.tasks.io.store import dir_store
+    from ragspan.tasks.state._store import dir_store
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes past the limit fail with EFBIG
     resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.RLIM_INFINITY))
     out = {}

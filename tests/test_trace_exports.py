@@ -14,11 +14,11 @@ import pytest
 from ragspan.flows.cli import main
 from ragspan.flows.evaluation import run_of_another_workspace
 from ragspan.tasks.errors import InputError
-from ragspan.tasks.io.imports.json_objects import read_objects
-from ragspan.tasks.io.imports.model import corpus_id
-from ragspan.tasks.io.imports.spans import hex_id
-from ragspan.tasks.io.imports.workspace import import_workspace
-from ragspan.tasks.io.load import load_corpus
+from ragspan.tasks.inputs.imports.json_objects import read_objects
+from ragspan.tasks.inputs.imports.model import corpus_id
+from ragspan.tasks.inputs.imports.spans import hex_id
+from ragspan.tasks.inputs.imports.workspace import import_workspace
+from ragspan.tasks.inputs.load import load_corpus
 
 from tests.conftest import REPO
 

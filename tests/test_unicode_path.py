@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from ragspan.tasks.core import schemas
 from ragspan.tasks.core.byte_offsets import utf8_spans
 from ragspan.tasks.core.text import normalize
-from ragspan.tasks.io.load import chunk_corpus, locate_text
+from ragspan.tasks.inputs.load import chunk_corpus, locate_text
 from ragspan.tasks.steps.decompose import located_claims
 from ragspan.tasks.steps.validate_offsets import judgements_from_candidates
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pandas as pd
 from conftest import SAMPLE
-from ragspan.tasks.io import state
 from ragspan.tasks.judges.local import LOCAL_JUDGE_MODEL, _judge_rows
 from ragspan.tasks.judges.verdict_cache import DAY_S, rows_with_cache
 from ragspan.tasks.judges.verifier import model_path
+from ragspan.tasks.state import _stores as state
 
 MODEL = str(model_path())
 JUDGE = f"{LOCAL_JUDGE_MODEL}@test"

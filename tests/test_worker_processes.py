@@ -1,5 +1,5 @@
 """Worker processes end with their parent, and mapped pages are handed back
-(tasks/tools/worker_processes.py, tasks/io/mapped.py)."""
+(tasks/state/_workers.py, tasks/state/_mapped.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from ragspan.tasks.io.mapped import mapped_buffer, release_mapped_pages
+from ragspan.tasks.state._mapped import mapped_buffer, release_mapped_pages
 
 # The local judge's own pool, started as a big judge_many starts it; its workers' pids printed.
 _PARENT = """

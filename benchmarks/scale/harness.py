@@ -44,7 +44,7 @@ REUSE_COUNTERS = ("answers_reused", "answers_resumed", "pairs_judged", "verdicts
 
 API_URL: str | None = None  # a running Prefect server instead of each state dir's own (run.py --server)
 # "auto": each state dir's local server, started by its cold run and reused by the re-runs
-# (flows/local_server.py); "ephemeral": Prefect's temporary server inside every process.
+# (tasks/supervision/local_server.py); "ephemeral": Prefect's temporary server inside every process.
 PREFECT_MODE = "auto"
 
 

@@ -68,7 +68,7 @@ def _cpu_s() -> float:
 
 def _tables(ws: Path, out: Path) -> Path:
     """The workspace's validated (chunks, corpus), pickled at `out` (read once per sitting)."""
-    from ragspan.tasks.io.load import load_chunks, load_corpus
+    from ragspan.tasks.inputs.load import load_chunks, load_corpus
 
     if not out.exists():
         corpus, _ = load_corpus(ws)

@@ -30,7 +30,7 @@ def _status() -> dict[str, int]:
 
 def main() -> None:
     from ragspan.tasks.config import load_settings, state_dir
-    from ragspan.tasks.io.load import checked_workspace
+    from ragspan.tasks.inputs.load import checked_workspace
     from ragspan.tasks.steps.corpus_search import index_dir_for
 
     t0, c0 = time.time(), time.process_time()

@@ -61,7 +61,7 @@ STEPS = ("load", "build-index", "decompose", "extract", "validate-offsets", "cor
 
 def child_floor(ws: Path, home: Path) -> dict:
     t0 = time.perf_counter()
-    from ragspan.tasks.io.load import load_workspace
+    from ragspan.tasks.inputs.load import load_workspace
     from ragspan.tasks.steps.corpus_search import build_index_dir
 
     t1 = time.perf_counter()
@@ -78,7 +78,7 @@ def child_steps(ws: Path, home: Path) -> dict:
     import pandas as pd
     from ragspan.tasks.config import load_settings
     from ragspan.tasks.core.shards import shards_of
-    from ragspan.tasks.io.load import load_workspace
+    from ragspan.tasks.inputs.load import load_workspace
     from ragspan.tasks.judges import judge_spec, make_judge, support_threshold
     from ragspan.tasks.reporting.report import write_results
     from ragspan.tasks.steps.boundary import mark_splits, window_passages

@@ -93,8 +93,8 @@ def quiet_prefect_tracebacks(quiet: bool) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from ragspan.flows.runtime import configure_prefect
     from ragspan.tasks.errors import RagspanError
+    from ragspan.tasks.supervision.runtime import configure_prefect
 
     configure_prefect()
     quiet_prefect_tracebacks(not args.verbose)

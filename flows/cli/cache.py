@@ -1,6 +1,6 @@
-"""`ragspan cache stats|clear|prune`: the state dir's stores (tasks/io/state.py).
+"""`ragspan cache stats|clear|prune`: the state dir's stores (tasks/state/_stores.py).
 
-- `stats`: every registered store (tasks/io/store.py `REGISTRY`) with its size — the judge
+- `stats`: every registered store (tasks/state/_store.py `REGISTRY`) with its size — the judge
   cache (per model and prompt version too), the verdict cache, the answer store, the
   validated inputs, Prefect's step results, the corpus indexes, the kept report pieces, the
   input digests, the shard spill, and (never pruned) the demo indexes and the local Prefect
@@ -29,14 +29,14 @@ def _when(ts: float | None) -> str:
 
 
 def _title(key: str) -> str:
-    from ragspan.tasks.io.state import TITLES
+    from ragspan.tasks.state import TITLES
 
     return TITLES[key]
 
 
 def _other_stores() -> dict[str, dict]:
-    """Every store but the judge cache's own detail (tasks/io/state.py)."""
-    from ragspan.tasks.io.state import stats
+    """Every store but the judge cache's own detail (tasks/state/_stores.py)."""
+    from ragspan.tasks.state import stats
 
     return stats()
 
@@ -54,7 +54,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     for g in stats["groups"]:
         print(f"  {g['model']} @ {g['endpoint'] or '-'} · {g['prompt']}: {g['entries']} entries, "
               f"{g['prompt_tokens']}+{g['completion_tokens']} tokens, {_when(g['first'])} → {_when(g['last'])}")
-    from ragspan.tasks.io.state import CACHES, KEPT, human
+    from ragspan.tasks.state import CACHES, KEPT, human
 
     print()
     print(f"{'store':<18} {'entries':>8} {'size':>10}  {'last used':<20} path")
@@ -70,13 +70,13 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 def cmd_clear(args: argparse.Namespace) -> int:
     if args.all:
-        from ragspan.tasks.io.state import clear, human
+        from ragspan.tasks.state import clear, human
 
         for store, held in clear().items():
             print(f"removed {_title(store)}: {held['entries']} entries, {human(held['bytes'])}")
         return 0
     if args.verdicts:
-        from ragspan.tasks.io.state import clear, human
+        from ragspan.tasks.state import clear, human
 
         held = clear(("verdict_cache",))["verdict_cache"]
         print(f"removed verdict cache: {held['entries']} entries, {human(held['bytes'])}")
@@ -84,7 +84,7 @@ def cmd_clear(args: argparse.Namespace) -> int:
     if args.answers or args.inputs:
         import shutil
 
-        from ragspan.tasks.io.state import clear, store_paths
+        from ragspan.tasks.state import clear, store_paths
 
         for flag, key in ((args.answers, "answer_store"), (args.inputs, "inputs")):
             if flag:
@@ -102,7 +102,7 @@ def cmd_clear(args: argparse.Namespace) -> int:
 def cmd_prune(args: argparse.Namespace) -> int:
     from ragspan.flows.evaluation import params_path
     from ragspan.tasks.config import load_settings
-    from ragspan.tasks.io.state import human, parse_size, prune
+    from ragspan.tasks.state import human, parse_size, prune
 
     limits = load_settings(params_path(args.params)).state
     explicit = args.older_than is not None or args.max_size is not None
@@ -119,7 +119,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
 
 
 def _size(text: str) -> str:
-    from ragspan.tasks.io.state import parse_size
+    from ragspan.tasks.state import parse_size
 
     try:
         parse_size(text)

@@ -1,6 +1,6 @@
 """`ragspan compare A B`: label-rate deltas, claim transitions and regressions between two
 evaluations. The logic is in tasks/reporting/compare.py; the sides (results directories,
-git revisions, DVC experiments) are found and loaded by tasks/io/compare_sides.py."""
+git revisions, DVC experiments) are found and loaded by tasks/reporting/compare_sides.py."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from ragspan.tasks.io.compare_sides import compared, load_side
+from ragspan.tasks.reporting.compare_sides import compared, load_side
 
 
 def cmd_compare(args: argparse.Namespace) -> int:

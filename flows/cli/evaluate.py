@@ -32,7 +32,7 @@ def _judge_overrides(args: argparse.Namespace) -> dict[str, str]:
 def cmd_validate(args: argparse.Namespace) -> int:
     from ragspan.tasks.config import load_settings
     from ragspan.tasks.errors import UsageError
-    from ragspan.tasks.io.load import checked_workspace, run_names
+    from ragspan.tasks.inputs.load import checked_workspace, run_names
 
     settings = load_settings(params_path(args.params))
     data = args.data or settings.data.dir
@@ -151,7 +151,7 @@ class Verbose:
             self.phases.append((phase, time.perf_counter() - start))
 
     def inputs_cache(self) -> None:
-        from ragspan.tasks.io.load.workspace import LAST_LOAD
+        from ragspan.tasks.inputs.load.workspace import LAST_LOAD
 
         self.say(LAST_LOAD.get("source", "validated-inputs cache: not used"))
 

@@ -216,8 +216,8 @@ def _plain(d: dict) -> dict:
 
 
 def _document_texts(results: Path, doc_ids: set) -> dict[str, str] | None:
-    from ragspan.tasks.io.compare_sides import data_dir_of_results
-    from ragspan.tasks.io.load import load_corpus
+    from ragspan.tasks.inputs.load import load_corpus
+    from ragspan.tasks.reporting.compare_sides import data_dir_of_results
     from ragspan.tasks.reporting.results_files import read_results
 
     try:

@@ -1,5 +1,5 @@
 """`ragspan import FORMAT FILE --corpus CORPUS --out DIR`: a data directory from a RAGAS
-dataset, OpenInference spans or any table (tasks/io/imports/), and the report of what
+dataset, OpenInference spans or any table (tasks/inputs/imports/), and the report of what
 could not be mapped (DIR/import-report.json)."""
 
 from __future__ import annotations
@@ -8,14 +8,14 @@ import argparse
 import json
 
 # constants: nothing heavy is imported
-from ragspan.tasks.io.imports import DEFAULT_ID_KEYS, FORMATS
+from ragspan.tasks.inputs.imports import DEFAULT_ID_KEYS, FORMATS
 
 _SHOWN = 20  # unlocated contexts printed; the report lists all
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from ragspan.tasks.io.imports.mapping import parse_map
-    from ragspan.tasks.io.imports.workspace import REPORT_FILE, import_workspace
+    from ragspan.tasks.inputs.imports.mapping import parse_map
+    from ragspan.tasks.inputs.imports.workspace import REPORT_FILE, import_workspace
 
     mapping = parse_map(args.map) if args.format == "mapping" else None
     if args.map and args.format != "mapping":

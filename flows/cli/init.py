@@ -136,7 +136,7 @@ def _place_data(root: Path, given: str | None) -> Path:
 def _check_data(data: Path, runs: list[str]) -> None:
     """Fail early, with the loader's message (file, row, field), on unusable data."""
     from ragspan.tasks.config import Settings
-    from ragspan.tasks.io.load import load_workspace
+    from ragspan.tasks.inputs.load import load_workspace
 
     defaults = Settings()
     for run in runs or [None]:

@@ -20,7 +20,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     spec = openai_spec(settings.judge)  # no model, a bad URL or no key: a ConfigError here
     report = check_endpoint(spec, timeout=settings.judge.timeout_s)
     if report.ok and args.data:
-        from ragspan.tasks.io.load import checked_workspace
+        from ragspan.tasks.inputs.load import checked_workspace
         from ragspan.tasks.tools.estimate import judge_call_estimate
 
         ws = checked_workspace(args.data, args.run, settings)

@@ -62,7 +62,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_server_start(args: argparse.Namespace) -> int:
     """`prefect server start` with PREFECT_HOME under the state dir (SQLite there), recorded
-    in `<state>/server/server.json` so later commands use it (flows/local_server.py).
+    in `<state>/server/server.json` so later commands use it (tasks/supervision/local_server.py).
     SIGTERM/SIGINT are passed on; with --idle-stop it also stops once idle. The exit code
     is the server's."""
     from ragspan.flows import local_server
@@ -176,7 +176,7 @@ def cmd_notify(args: argparse.Namespace) -> int:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    from ragspan.tasks.io.history import HISTORY, history_table, read_history
+    from ragspan.tasks.reporting.history import HISTORY, history_table, read_history
 
     root = Path(args.workspace or ".").resolve()
     records = [r for r in read_history(root) if not args.index or r.get("index") == args.index]

@@ -7,7 +7,7 @@ chunk windows join across, which chunk a window starts from — changes the hash
 nothing else does. A rebuild's difference (documents added, removed, edited, re-chunked)
 is the set of doc_ids whose hash differs (`changed_documents`); it drives what is done
 again: the corpus index's rows (tasks/steps/corpus_search.py), the answers kept whole
-(tasks/io/answer_store.py).
+(tasks/reuse/answer_store.py).
 
 Hashes are 64-bit (pandas' vectorised SipHash over whole columns). Change detection
 compares a doc_id's hash with its own previous value, so an edit goes unseen only with

@@ -1,6 +1,6 @@
 """A corpus table's texts by doc_id, read one document at a time.
 
-The corpus's texts are memory-mapped from the corpus store (tasks/io/load/corpus_store.py);
+The corpus's texts are memory-mapped from the corpus store (tasks/inputs/load/corpus_store.py);
 a dict of every text would make them all Python strings at once (about a gigabyte of heap
 at 1M chunks). `DocumentTexts` reads a text when it is asked for, keeping the last few.
 """
@@ -12,7 +12,7 @@ from functools import lru_cache
 
 import numpy as np
 import pandas as pd
-from ragspan.tasks.io.mapped import release_mapped_pages
+from ragspan.tasks.state import release_mapped_pages
 
 _KEPT = 512  # texts kept as Python strings: rows are mostly grouped by document
 _SLICE = 4096  # texts read between two hand-backs of mapped pages (texts_by_id)
@@ -20,7 +20,7 @@ _SLICE = 4096  # texts read between two hand-backs of mapped pages (texts_by_id)
 
 def texts_by_id(corpus: pd.DataFrame, doc_ids: set[str]) -> dict[str, str]:
     """doc_id → text of just these documents, read a slice at a time with the mapped pages
-    each slice faulted in handed back (tasks/io/mapped.py): reading 100k documents
+    each slice faulted in handed back (tasks/state/_mapped.py): reading 100k documents
     scattered over a 5 GB store at once mapped most of it into this process."""
     positions = np.flatnonzero(corpus["doc_id"].isin(doc_ids).to_numpy())
     ids, texts = corpus["doc_id"], corpus["text"]
@@ -45,7 +45,7 @@ class DocumentTexts(Mapping[str, str]):
             if self._reads % _KEPT == 0:
                 # A read of a mapped text faults in its neighbours' pages too (the kernel
                 # maps ~64 KB around a fault): reading documents scattered over a 5 GB store
-                # would keep most of it in this process's RSS (tasks/io/mapped.py).
+                # would keep most of it in this process's RSS (tasks/state/_mapped.py).
                 release_mapped_pages()
             return texts.iloc[pos]
 

@@ -4,7 +4,7 @@ Each shard is self-contained (its answers, the retrieved chunks' texts, the refe
 answers), so a task's cache key covers precisely what it judges: changing one answer
 re-judges one shard, not the run. A shard may also carry the pre-search state (PreSearch:
 claims + verdicts on the retrieved passages) of some of its answers, stored by an earlier
-run (tasks/io/pre_search.py): their chain starts at corpus-wide search, only the others go
+run (tasks/reuse/pre_search.py): their chain starts at corpus-wide search, only the others go
 through decompose and extract on retrieved passages (docs/decisions.md #58).
 """
 
@@ -21,7 +21,7 @@ from ragspan.tasks.core.documents import texts_by_id
 from ragspan.tasks.judges.base import RETRYABLE_FAILURES, JudgeStats
 
 if TYPE_CHECKING:
-    from ragspan.tasks.io.load import Workspace
+    from ragspan.tasks.inputs.load import Workspace
 
 
 @dataclass(frozen=True, eq=False)  # eq=False: it holds DataFrames

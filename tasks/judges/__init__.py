@@ -12,6 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+# The judge caches' SQLite schemas are the judges': importing their modules registers how the
+# state room opens them (ragspan cache stats / clear / prune, pruning after a run).
+from ragspan.tasks.judges import cache as _judge_cache  # noqa: F401
+from ragspan.tasks.judges import verdict_cache as _verdict_cache  # noqa: F401
 from ragspan.tasks.judges.base import Judge, JudgeRuntime, JudgeSpec
 
 if TYPE_CHECKING:

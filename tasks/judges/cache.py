@@ -19,7 +19,7 @@ only for what changed and a crashed run resumes without repeating a finished cal
   writers of the same key keep the first, identical answer.
 - Secrets: the API key is never a key part or a value; `endpoint_label` strips
   user-info and query strings from URLs before they are hashed or stored.
-- Store: a SQLite store of the store layer (tasks/io/store.py `sqlite_store`): opened with
+- Store: a SQLite store of the store layer (tasks/state/_store.py `sqlite_store`): opened with
   WAL, a busy timeout and the init lock, checked once per process, a damaged file salvaged
   (every readable row kept), a full disk `DiskFull` with the file as it was. Pruned by
   row, oldest call first (`entries_sql`).
@@ -36,7 +36,7 @@ from typing import Any, Self
 from urllib.parse import urlsplit, urlunsplit
 
 from ragspan.tasks.config import state_dir
-from ragspan.tasks.io.store import REGISTRY, SqliteStore
+from ragspan.tasks.state import REGISTRY, SqliteStore, register_sqlite
 
 CACHE_FILE = REGISTRY["judge_cache"].where
 _SCHEMA = """
@@ -78,6 +78,9 @@ def sqlite_store(path: Path) -> SqliteStore:
         action="the unreadable calls will be asked again",
         entries_sql="SELECT key, created_at, length(key) + length(parts) + length(value) + 64 FROM judge_calls",
         delete_sql="DELETE FROM judge_calls WHERE key = ?", clear_sql="DELETE FROM judge_calls")
+
+
+register_sqlite("judge_cache", sqlite_store)  # the state room opens this store by its key (cache stats, clear, prune)
 
 
 def endpoint_label(base_url: str) -> str:

@@ -43,7 +43,7 @@ from ragspan.tasks.judges.base import (
 )
 from ragspan.tasks.judges.verdict_cache import rows_with_cache
 from ragspan.tasks.judges.verifier import Row, model_path, verifier
-from ragspan.tasks.tools.worker_processes import spawn_pool
+from ragspan.tasks.state import spawn_pool
 
 # The local judge's model name in manifests; its version is the verifier's
 # (`local-5.0+<model hash>`), so a new fitted model is a new judge in every cache key.

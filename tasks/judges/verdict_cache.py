@@ -15,9 +15,9 @@ holds them; an item is assembled as the verifier would have judged it whole: the
 keeps its marks (or is judged again alone, when it was stored without them), the others
 lose theirs. Results are identical to judging every pair afresh (tests/test_incremental.py).
 
-Store: `<state>/verdict-cache.sqlite`, a SQLite store of the store layer (tasks/io/store.py:
+Store: `<state>/verdict-cache.sqlite`, a SQLite store of the store layer (tasks/state/_store.py:
 WAL, busy timeout, the init lock; any number of shards and processes). Rows carry the day
-they were last used; pruning with the state dir (tasks/io/state.py) removes whole days,
+they were last used; pruning with the state dir (tasks/state/_stores.py) removes whole days,
 least recently used first. A damaged file (integrity_check once per process, or SQLite
 finding it corrupt midway) is moved aside with one warning and rebuilt: every verdict in it
 can be computed again. A full disk is never damage: the write stops with `DiskFull` and the
@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ragspan.tasks.io.store import REGISTRY, SqliteStore
+from ragspan.tasks.state import REGISTRY, SqliteStore, register_sqlite
 
 CACHE_FILE = REGISTRY["verdict_cache"].where
 FORMAT = "verdicts-1"  # bump when a stored row's meaning changes
@@ -62,6 +62,9 @@ def sqlite_store(path: Path) -> SqliteStore:
         path, "verdict cache", _SCHEMA, ("verdicts",), salvage=False, action="its verdicts are judged again",
         entries_sql=f"SELECT day, (day + 1) * {DAY_S} - 1, COUNT(*) FROM verdicts GROUP BY day",
         delete_sql="DELETE FROM verdicts WHERE day = ?", clear_sql="DELETE FROM verdicts")
+
+
+register_sqlite("verdict_cache", sqlite_store)  # the state room opens this store by its key (cache stats, clear, prune)
 
 
 def pair_keys(item: Item, judge_id: str) -> list[bytes]:

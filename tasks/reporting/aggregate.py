@@ -15,8 +15,8 @@ from pathlib import Path
 import pandas as pd
 from ragspan.tasks.core.taxonomy import FAILURE_LABELS, LABELS
 from ragspan.tasks.errors import MissingRun
-from ragspan.tasks.io.outputs import write_atomic_dir
 from ragspan.tasks.reporting.results_files import read_results
+from ragspan.tasks.state import write_atomic_dir
 
 
 def run_metrics(results: Path, runs: list[str]) -> dict[str, dict]:

@@ -15,7 +15,7 @@ Pure functions over two diagnoses tables (one row per claim, docs/design.md §4)
 - `questions_mismatch`: why two manifests show different question sets (None if same).
 
 `compare_runs` assembles them into one JSON-ready dict; `as_text` / `as_markdown`
-render it. tasks/io/compare_sides.py finds and loads the two sides.
+render it. tasks/reporting/compare_sides.py finds and loads the two sides.
 """
 
 from __future__ import annotations

@@ -29,10 +29,7 @@ from ragspan.tasks.core import schemas
 from ragspan.tasks.core.byte_offsets import utf8_spans
 from ragspan.tasks.core.documents import DocumentTexts
 from ragspan.tasks.core.taxonomy import FAILURE_LABELS, LABELS, STAGES
-from ragspan.tasks.io.answer_store import RunParts
-from ragspan.tasks.io.load import Workspace
-from ragspan.tasks.io.manifest import manifest_for
-from ragspan.tasks.io.outputs import room_for, write_atomic_dir, write_parquet_pieces
+from ragspan.tasks.inputs.load import Workspace
 from ragspan.tasks.judges.base import JudgeSpec, JudgeStats
 from ragspan.tasks.judges.openai_options import estimated_cost
 from ragspan.tasks.reporting import charts
@@ -48,11 +45,14 @@ from ragspan.tasks.reporting.html import (
     render_report,
     report_middle,
 )
+from ragspan.tasks.reporting.manifest import manifest_for
 from ragspan.tasks.reporting.matching import MATCH_COLUMNS
 from ragspan.tasks.reporting.rebuild import previous_results, rebuild_changes, rebuild_lines
 from ragspan.tasks.reporting.results_files import results_writers
 from ragspan.tasks.reporting.snapshot import Snapshot, keep_snapshot
 from ragspan.tasks.reporting.stats import bootstrap_spec, rate_intervals
+from ragspan.tasks.reuse.answer_store import RunParts
+from ragspan.tasks.state import room_for, write_atomic_dir, write_parquet_pieces
 
 
 def label_counts(diagnoses: pd.DataFrame) -> dict[str, dict[str, float | int | None]]:
@@ -401,7 +401,7 @@ def report(out_dir: Path, ws: Workspace, settings: Settings, spec: JudgeSpec, ru
     evidence spans of the claims the page draws — so no table of every answer is held
     twice, nor every table at once. `compare_to`: a `ragspan compare --format json` file
     whose deltas the report shows; `answers_reused`: answers served from the answer store
-    (tasks/io/answer_store.py); `keep_as`: gives the key under which to keep the results'
+    (tasks/reuse/answer_store.py); `keep_as`: gives the key under which to keep the results'
     pieces for an unchanged re-run (tasks/reporting/snapshot.py), when the run left no
     answer to retry; `previous`: the results this run follows (default: those in
     `out_dir`, which it replaces) — what an index rebuild changed is told against them."""

@@ -130,7 +130,7 @@ def read_results(directory: Path) -> dict:
 
 
 def results_writers(view: dict) -> dict[str, Callable[[Path], object]]:
-    """{file name: writer} for tasks/io/outputs.write_atomic_dir."""
+    """{file name: writer} for tasks/state/_atomic.write_atomic_dir."""
     return {name: (lambda p, body=body: p.write_text(json.dumps(body, indent=2, ensure_ascii=False) + "\n",
                                                       encoding="utf-8"))
             for name, body in split_results(view).items()}

@@ -16,7 +16,7 @@ kept pieces instead, with its own facts — judge statistics (no call: every ans
 reused), the manifest — put in the results view, the headline and the manifest section.
 
 Kept under `<state>/reports/<key>/` — the store layer's directory store `reports`
-(tasks/io/store.py): written aside, sealed, renamed; the SNAPSHOTS_KEEP most recently used.
+(tasks/state/_store.py): written aside, sealed, renamed; the SNAPSHOTS_KEEP most recently used.
 A snapshot that cannot be read is a miss (moved aside, one warning line): the run computes
 its report as before; one that cannot be written (no room: DiskFull, a read-only state dir)
 is only a miss for the next run. `pipeline.reuse_answers: false` turns this off with the
@@ -35,10 +35,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ragspan.tasks.config import RESULTS_ROOTS, Settings, source_hash
-from ragspan.tasks.io.store import REGISTRY, DirStore, dir_store
+from ragspan.tasks.state import REGISTRY, DirStore, dir_store
 
 if TYPE_CHECKING:
-    from ragspan.tasks.io.load import Workspace
+    from ragspan.tasks.inputs.load import Workspace
 
 SNAPSHOT_FORMAT = "snapshot-1"
 SNAPSHOTS_KEEP = REGISTRY["reports"].keep

@@ -13,7 +13,7 @@ the verdict-cache and judge-cache paths, worker processes) is left out of the ke
 make an unchanged re-run elsewhere, or with the verdict cache off, miss. Results are
 persisted under the ragspan state dir
 (PREFECT_RESULTS_LOCAL_STORAGE_PATH, set by flows.runtime), never inside a DVC out, with
-a checksum (tasks/io/step_results.py).
+a checksum (tasks/state/_step_results.py).
 """
 
 from __future__ import annotations
@@ -27,10 +27,25 @@ from typing import Any, TypeVar
 import pandas as pd
 from prefect import task
 from prefect.cache_policies import TASK_SOURCE, CachePolicy
+from prefect.serializers import PickleSerializer
 from prefect.utilities.hashing import hash_objects
-from ragspan.tasks.io.step_results import CheckedPickle
+from pydantic import Field
+from ragspan.tasks.state import SEALED_PICKLE, sealed_bytes, unsealed_result
 
 F = TypeVar("F", bound=Callable)
+
+
+class CheckedPickle(PickleSerializer):
+    """Prefect's cloudpickle serializer (base64 text) behind an md5 header (the state room's
+    seal): a result whose bytes changed on disk is a miss, never a different table."""
+
+    type: str = Field(default=SEALED_PICKLE, frozen=True)
+
+    def dumps(self, obj: Any) -> bytes:
+        return sealed_bytes(super().dumps(obj))
+
+    def loads(self, blob: bytes) -> Any:
+        return super().loads(unsealed_result(blob))
 
 
 def fingerprint(value: Any) -> str:

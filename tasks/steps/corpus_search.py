@@ -11,7 +11,7 @@ at 100k chunks 8x faster to build and ~17x faster to query, half the memory). It
 search releases the GIL, so shards searching side by side use both cores.
 
 Store: `<state>/index/<hash>/`, the store layer's directory store `indexes`
-(tasks/io/store.py): built aside, sealed, renamed into place; checked whenever it is
+(tasks/state/_store.py): built aside, sealed, renamed into place; checked whenever it is
 opened (a damaged index is moved aside and built again); no room is DiskFull.
 
 Building (tasks/steps/index_build.py): a new snapshot's index takes the rows of every
@@ -37,10 +37,8 @@ from prefect.cache_policies import NO_CACHE
 from ragspan.tasks.core import schemas
 from ragspan.tasks.core.arrow_rows import BatchedRows
 from ragspan.tasks.core.corpus_identity import corpus_document_hashes, snapshot_digest
-from ragspan.tasks.io import heal
-from ragspan.tasks.io.inputs_cache import kept_with_inputs
-from ragspan.tasks.io.mapped import release_mapped_pages
-from ragspan.tasks.io.store import dir_store
+from ragspan.tasks.inputs.validated_cache import kept_with_inputs
+from ragspan.tasks.state import check_sealed, dir_store, release_mapped_pages
 from ragspan.tasks.steps.cache_policy import step_task
 from ragspan.tasks.steps.index_build import (  # noqa: F401 — CHUNKS_FILE, index_terms: this module's API too
     CHUNKS_FILE,
@@ -67,11 +65,11 @@ STORE = "corpus index"  # as the warning names it
 def check_index(index_dir: Path) -> str | None:
     """None when the index is whole: every file's size and md5 as built (heal.seal), and
     the format this code writes; else what is wrong."""
-    return heal.check_sealed(index_dir) or check_format(index_dir)
+    return check_sealed(index_dir) or check_format(index_dir)
 
 
 class ChunkSource(Protocol):
-    """What an index is built from: a validated workspace (tasks/io/load), whose tables may
+    """What an index is built from: a validated workspace (tasks/inputs/load), whose tables may
     be read only at first use — an unchanged re-run, whose index's name is known, never
     reads them."""
 
@@ -93,7 +91,7 @@ def index_name(source: ChunkSource) -> str:
     a run at 100k chunks; the chunk table follows from the validated inputs alone (their
     key, Workspace.inputs_key, covers every input file's bytes, the run, the loader's
     arguments and code), so the hash is computed once per inputs entry and kept beside it
-    (tasks/io/inputs_cache.py), keyed by INDEX_FORMAT too. No key (""): computed now."""
+    (tasks/inputs/validated_cache.py), keyed by INDEX_FORMAT too. No key (""): computed now."""
     return kept_with_inputs(source.inputs_key, "index", INDEX_FORMAT,
                             lambda: snapshot_digest(INDEX_FORMAT, source.chunks, source.document_hashes))
 
@@ -156,7 +154,7 @@ _ROWS_AT_ONCE = 4096  # rows taken between two hand-backs of mapped pages (index
 def index_rows(index_dir: str, rows: np.ndarray | list[int], columns: list[str]) -> pa.Table:
     """These rows (in this order) of these columns of the index's chunk table, read from
     the record batches holding them (never a copy of the whole table). `take` copies them:
-    the mapped pages read for them are handed back (tasks/io/mapped.py), so a search over
+    the mapped pages read for them are handed back (tasks/state/_mapped.py), so a search over
     a 10M-chunk index does not keep the gigabytes it touched in this process's RSS."""
     table, rows = _load(index_dir)[2], np.asarray(rows, dtype=np.int64)
     parts = []

@@ -41,9 +41,13 @@ from ragspan.tasks.core.arrow_rows import BatchedRows
 from ragspan.tasks.core.chunk_split import MAX_GAP
 from ragspan.tasks.core.corpus_identity import text_hashes
 from ragspan.tasks.core.text import content_norms
-from ragspan.tasks.io.mapped import mapped_buffer, release_free_heap, release_mapped_pages
-from ragspan.tasks.io.store import DirStore
-from ragspan.tasks.tools.worker_processes import spawn_pool
+from ragspan.tasks.state import (
+    DirStore,
+    mapped_buffer,
+    release_free_heap,
+    release_mapped_pages,
+    spawn_pool,
+)
 
 INDEX_FORMAT = "tantivy-5"  # bump when the tokenisation or the files change (3: sums.json; 4: gaps; 5: hashes, terms)
 CHUNKS_FILE = "chunks.arrow"  # the indexed chunks, row = tantivy's `row` field

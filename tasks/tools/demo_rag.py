@@ -39,8 +39,8 @@ import bm25s
 import pandas as pd
 from ragspan.tasks.config import state_dir
 from ragspan.tasks.core.text import sentence_spans
-from ragspan.tasks.io.load import load_workspace
-from ragspan.tasks.io.outputs import write_atomic_dir
+from ragspan.tasks.inputs.load import load_workspace
+from ragspan.tasks.state import write_atomic_dir
 from ragspan.tasks.steps.corpus_search import index_terms
 from ragspan.tasks.tools.demo_rag_args import PRESETS, add_arguments
 

@@ -52,7 +52,7 @@ def run_rag_command(argv: list[str], cwd: Path, timeout: int) -> None:
 def install_run(candidate: Path, data_dir: Path, run: str, settings: Settings) -> Path:
     """Validate `candidate` as DATA/runs/<run>.jsonl (in a scratch copy of the data dir
     made of symlinks), then move it into place atomically. A bad run never lands."""
-    from ragspan.tasks.io.load import load_workspace
+    from ragspan.tasks.inputs.load import load_workspace
 
     if not candidate.is_file():
         raise FileNotFoundError(f"run file not found: {candidate}")

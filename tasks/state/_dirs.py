@@ -1,0 +1,19 @@
+"""Where ragspan keeps its state: standard library only, so the command line can find it
+before anything heavy is imported (tasks/config.py re-exports it)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def state_dir() -> Path:
+    """Where ragspan keeps state that must survive `dvc repro` (never a DVC out):
+    Prefect home and results, the judge cache, corpus indexes. `RAGSPAN_HOME` overrides."""
+    return Path(os.environ.get("RAGSPAN_HOME", ".ragspan")).resolve()
+
+
+def damaged_dir() -> Path:
+    """Where an unreadable store of the state dir is moved aside before it is rebuilt
+    (tasks/state/_heal.py): kept for a post-mortem, the few most recent only."""
+    return state_dir() / "damaged"
