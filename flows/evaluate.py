@@ -47,7 +47,14 @@ from ragspan.tasks.reporting.artifacts import publish_artifacts
 from ragspan.tasks.reporting.report import report, report_unchanged
 from ragspan.tasks.reporting.snapshot import find_unchanged, unchanged_key
 from ragspan.tasks.reuse.answer_store import context_key, corpus_identity
-from ragspan.tasks.state import mark_used, output_lock, prune_after_run, step_results_dir, sweep
+from ragspan.tasks.state import (
+    mark_used,
+    output_lock,
+    prune_after_run,
+    step_results_dir,
+    store_path,
+    sweep,
+)
 from ragspan.tasks.steps.corpus_search import build_index
 
 
@@ -74,10 +81,10 @@ def evaluate(data_dir: str, run: str, out_dir: str, params_path: str | None = No
         # over — taken as it is while the files' md5s still give its key, no second read
         # (tasks/inputs/load/workspace.py); other callers get the validated-inputs cache's hit.
         ws = timed(load_inputs, data_dir, run, settings)  # bad input stops here: before any judge call
-        index_dir = timed(build_index, ws, str(state_dir() / "index"))  # reads no table when unchanged
+        index_dir = timed(build_index, ws, str(store_path("indexes")))  # reads no table when unchanged
         mark_used(index_dir)  # for pruning by last use (tasks/state/_stores.py)
         sweep(step_results_dir())  # step results a killed run half-wrote: moved aside, one line
-        top_k, answers = settings.search.top_k, state_dir() / "answers"
+        top_k, answers = settings.search.top_k, store_path("answer_store")
         context = context_key(spec, code, (thr, band), top_k)  # the corpus is in each answer's key
         kept = timed(find_unchanged, ws, settings, context, answers, compare_to)  # tasks/reporting/snapshot.py
         if kept is not None:  # nothing changed since a run that kept its results: they are written again
@@ -99,7 +106,7 @@ def evaluate(data_dir: str, run: str, out_dir: str, params_path: str | None = No
             runtime = judge_runtime(settings.pipeline, state_dir(), judge_processes(settings.pipeline))
             # each with its own passages, and its answers' stored pre-search state (start at the search)
             shards = iter_shards(known.fresh, ws, settings.pipeline.shard_size, known.prior_of)
-            with spilling(state_dir() / "spill") as spill_dir:  # shard results on disk, not in memory
+            with spilling(store_path("spill")) as spill_dir:  # shard results on disk, not in memory
                 done = spilled_results(
                     lambda s: evaluate_shard.submit(s, spec, index_dir, top_k, thr, band, code, runtime),
                     shards, 2 * settings.pipeline.shard_concurrency, spill_dir)

@@ -16,15 +16,12 @@ import os
 import threading
 import time
 from collections import Counter, defaultdict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ragspan.flows import progress
+from ragspan.tasks.core.judging import JudgeStats
 from ragspan.tasks.errors import DiskFull, StepFailed
-from ragspan.tasks.judges.base import JudgeStats
 from ragspan.tasks.state import no_room, step_results_dir
-
-if TYPE_CHECKING:
-    from ragspan.tasks.core.shards import ShardResult
 
 FIRST_STEP, LAST_STEP = "decompose", "chunk-split"
 
@@ -86,25 +83,6 @@ class StepLedger:
 
     def summary(self) -> dict[str, dict[str, int]]:
         return {name: dict(counts) for name, counts in self.states.items()}
-
-    def result(self, claims: Any, judged: Any, searched: Any, diagnosed: Any,
-               searching: frozenset[str] = frozenset(), pre_search: Any = None, resumed: int = 0) -> ShardResult:
-        """What the shard hands on: its output tables, stats, task states, answers to retry.
-        `diagnosed`: the last step's (diagnoses, answer spans[, judgements of its own: the
-        window judgements that decided a chunk split, tasks/steps/boundary.py]).
-        `searching`: the answers with a claim that went to corpus-wide search;
-        `pre_search`: the retrieved-passage verdicts to store as their pre-search state;
-        `resumed`: the answers whose chain started at corpus search."""
-        # Imported here, in a shard: `timed` serves the flow's own steps, and an unchanged
-        # re-run (no shard) need not import pandas' tables or the text code (nltk).
-        import pandas as pd
-        from ragspan.tasks.core.shards import ShardResult, answers_to_retry
-        from ragspan.tasks.steps.validate_offsets import spans_from_judgements
-
-        diagnoses, answer_spans, *more = diagnosed
-        both = pd.concat([judged, searched, *more], ignore_index=True)
-        return ShardResult(claims, spans_from_judgements(both), diagnoses, self.stats, self.summary(),
-                           answers_to_retry(claims, both), answer_spans, searching, pre_search, resumed)
 
 
 def _failure(name: str, state: Any) -> Exception:

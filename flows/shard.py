@@ -18,6 +18,7 @@ from ragspan.tasks.steps.corpus_search import claims_needing_search, corpus_sear
 from ragspan.tasks.steps.decompose import decompose
 from ragspan.tasks.steps.diagnose import diagnose
 from ragspan.tasks.steps.extract import extract
+from ragspan.tasks.steps.shard_tables import shard_result
 from ragspan.tasks.steps.validate_offsets import validate_offsets
 
 
@@ -42,4 +43,5 @@ def evaluate_shard(shard: Shard, spec: JudgeSpec, index_dir: str, top_k: int, th
                      band, code)
     # the searching answers' claims and verdicts so far: a re-run after a corpus change starts them at the search
     to_store = shard.pre_search_to_store(claims, judged, searching)
-    return step.result(claims, judged, searched, split, searching, to_store, len(shard.answers) - len(todo.answers))
+    return shard_result(claims, judged, searched, split, step.stats, step.summary(), searching, to_store,
+                        len(shard.answers) - len(todo.answers))

@@ -43,12 +43,12 @@ from pathlib import Path
 from prefect import flow, get_run_logger
 from prefect.states import Completed
 from ragspan.flows.evaluation import current_api_url, run_evaluate_flow
-from ragspan.tasks.config import Settings, load_settings, state_dir
+from ragspan.tasks.config import Settings, load_settings
 from ragspan.tasks.reporting.experiments import is_dvc_workspace, save_experiment
 from ragspan.tasks.reporting.git import git_state
 from ragspan.tasks.reporting.history import append_history, previous_results_dir
 from ragspan.tasks.reporting.rebuild import rebuild_text
-from ragspan.tasks.state import workspace_lock
+from ragspan.tasks.state import state_path, workspace_lock
 from ragspan.tasks.tools.rag_command import (
     fill_command,
     install_run,
@@ -158,7 +158,7 @@ def watch(index: str = "", version: str = "", run_path: str = "", revision: str 
             source, candidate = "event run file", (root / run_path)
         elif wp.rag.command:
             source = "rag.command"
-            candidate = state_dir() / "watch" / f"{name}.jsonl"
+            candidate = state_path("watch", f"{name}.jsonl")
             candidate.parent.mkdir(parents=True, exist_ok=True)
             values = {"data_dir": str(data_dir), "questions": str(questions_file(data_dir)),
                       "out": str(candidate), "index": index, "version": version,

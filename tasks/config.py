@@ -208,22 +208,39 @@ def _parse_settings(_key: tuple, path: str | Path | None, overrides: tuple[tuple
 # What each kind of cached value is computed by: the root modules whose code — they and
 # every ragspan module they import, with the data files beside them (tasks/code_identity.py)
 # — keys it. No list of paths kept by hand: a helper a step starts importing is in the key
-# the moment it is imported.
+# the moment it is imported. What computes no value is left out by room (`outside`): the
+# walk never enters it, so editing it keeps the key (docs/architecture.md, "The cache-key rule").
+#
+# Rooms that compute no cached value, whoever imports them: where values are kept (the state
+# room), how failures are named (the error tree), how the settings are read (their values
+# are in every key on their own: spec, thresholds, params hash), how the code is hashed, how
+# the Prefect side is supervised, and what the run prints (progress, the CLI).
+KEEPS_OR_SHOWS: tuple[str, ...] = (
+    "ragspan.tasks.state", "ragspan.tasks.errors", "ragspan.tasks.config", "ragspan.tasks.code_identity",
+    "ragspan.tasks.supervision", "ragspan.flows.progress", "ragspan.flows.cli",
+)
 # - a shard's tables (every step's cache key, the answer store's context, kept verdicts):
-#   the shard's chain of steps, which imports every step, judge and schema;
+#   the shard's chain of steps, which imports every step, judge and schema. The steps take
+#   their input tables by content, so the code that read the inputs is not in this key.
 EVALUATION_ROOTS: tuple[str, ...] = ("ragspan.flows.shard",)
+EVALUATION_OUTSIDE: tuple[str, ...] = (*KEEPS_OR_SHOWS, "ragspan.tasks.inputs")
 # - validated inputs: the loader;
 LOADER_ROOTS: tuple[str, ...] = ("ragspan.tasks.inputs.load",)
-# - a run's written results (the report snapshot): the evaluate flow and all it imports.
+# - a run's written results (the report snapshot): the evaluate flow and all it imports, the
+#   loader included (the snapshot is keyed by the input files' bytes, not their tables).
 RESULTS_ROOTS: tuple[str, ...] = ("ragspan.flows.evaluate",)
+_OUTSIDE: dict[tuple[str, ...], tuple[str, ...]] = {
+    EVALUATION_ROOTS: EVALUATION_OUTSIDE, LOADER_ROOTS: KEEPS_OR_SHOWS, RESULTS_ROOTS: KEEPS_OR_SHOWS,
+}
 
 
 def source_hash(roots: tuple[str, ...], parts: Parts | None = None) -> str:
-    """sha256 (12 hex digits) over the ragspan version and every file `roots` depend on
-    (`parts`: another copy of ragspan's code, for tests; default the one running)."""
+    """sha256 (12 hex digits) over the ragspan version and every file `roots` depend on,
+    the rooms their key leaves out aside (`parts`: another copy of ragspan's code, for
+    tests; default the one running)."""
     from ragspan.tasks.code_identity import code_hash
 
-    return code_hash(RAGSPAN_VERSION, roots, parts) if parts else _installed_hash(roots)
+    return code_hash(RAGSPAN_VERSION, roots, parts, _OUTSIDE.get(roots, KEEPS_OR_SHOWS)) if parts else _installed_hash(roots)
 
 
 @lru_cache(maxsize=8)
@@ -231,7 +248,7 @@ def _installed_hash(roots: tuple[str, ...]) -> str:
     """source_hash of the code running: once per process (it does not change under it)."""
     from ragspan.tasks.code_identity import code_hash
 
-    return code_hash(RAGSPAN_VERSION, roots)
+    return code_hash(RAGSPAN_VERSION, roots, outside=_OUTSIDE.get(roots, KEEPS_OR_SHOWS))
 
 
 @lru_cache(maxsize=1)

@@ -158,11 +158,11 @@ class Verbose:
     def index_state(self, ws) -> None:
         if not self.on:
             return
-        from ragspan.tasks.config import state_dir
+        from ragspan.tasks.state import store_path
         from ragspan.tasks.steps.corpus_search import CHUNKS_FILE, index_name
 
         key = index_name(ws)
-        built = (state_dir() / "index" / key / CHUNKS_FILE).exists()
+        built = (store_path("indexes") / key / CHUNKS_FILE).exists()
         self.say(f"search index {key}: {'reused' if built else 'to be built'} ({len(ws.chunks)} chunks)")
 
     def server(self, url: str | None, how: str) -> None:

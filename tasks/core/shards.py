@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 from ragspan.tasks.core import schemas
 from ragspan.tasks.core.documents import texts_by_id
-from ragspan.tasks.judges.base import RETRYABLE_FAILURES, JudgeStats
+from ragspan.tasks.core.judging import RETRYABLE_FAILURES, JudgeStats
 
 if TYPE_CHECKING:
     from ragspan.tasks.inputs.load import Workspace

@@ -17,14 +17,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ragspan.tasks.state import dir_store, state_dir
+from ragspan.tasks.state import dir_store, store_path
 
 T = TypeVar("T")
 INPUT_CACHE_KEEP = 3  # the most recent entries kept of each level (`ws-`, `base-`, `index-`, ...)
 
 
 def inputs_root() -> Path:
-    return state_dir() / "inputs"
+    return store_path("inputs")
 
 
 def cached_entry(path: Path) -> Any:

@@ -5,16 +5,9 @@ for one claim and several passages, whether each passage supports it and with wh
 exact words (`judge`). Failures are values (`JudgeFailure`), never exceptions that a
 caller could swallow into a NaN: the diagnose step turns them into `unjudged`.
 
-    JudgeFailure.kind
-    ├── no_content        the claim has no words to check (local judge)
-    ├── refusal           the model refused
-    ├── truncated         finish_reason == "length"
-    ├── unparseable       output did not validate against the schema
-    ├── invalid_quote     the quote was not in the passage, even after one re-ask
-    ├── http_error        429/5xx/timeout/connection after all retries
-    ├── rejected          the server refused the request as invalid (not retried; a hint
-    │                     names the setting to change)
-    └── budget_exhausted  the run's call/token budget was spent before this call
+The value types a judge returns — verdict labels, failure kinds (drawn as a tree in
+tasks/core/judging.py), `JudgeFailure`, `JudgeStats` — live in the core, below the rooms
+that count and keep them; they are re-exported here for judges.
 """
 
 from __future__ import annotations
@@ -24,19 +17,13 @@ from dataclasses import asdict, dataclass
 from typing import Literal, NamedTuple, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
-
-VerdictLabel = Literal["supported", "partial", "unsupported"]
-FailureKind = Literal[
-    "no_content", "refusal", "truncated", "unparseable", "invalid_quote", "http_error",
-    "budget_exhausted", "rejected",
-]
-
-
-# Failures that another attempt may not repeat: a re-run retries their steps even when
-# Prefect has them cached (flows/ledger.py). The others are properties of the input.
-# A rejection is deterministic for one request, but the server may be fixed or restarted
-# with other options between runs, so a re-run asks again.
-RETRYABLE_FAILURES: frozenset[str] = frozenset({"http_error", "budget_exhausted", "rejected"})
+from ragspan.tasks.core.judging import (  # noqa: F401 (re-exported: the value types judges return)
+    RETRYABLE_FAILURES,
+    FailureKind,
+    JudgeFailure,
+    JudgeStats,
+    VerdictLabel,
+)
 
 
 @dataclass(frozen=True)
@@ -119,14 +106,6 @@ class Verdict(BaseModel):
     marks: tuple[ClaimMark, ...] = ()
 
 
-class JudgeFailure(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    kind: FailureKind
-    detail: str = ""
-    decided_by: str | None = None
-
-
 class JudgeItem(NamedTuple):
     """One claim to judge against several passages, read as an answer to `question`: a
     short answer ("Delhi") asserts what it answers, and the words a claim only repeats
@@ -187,38 +166,3 @@ def report_calls(n: int = 1) -> None:
     listener = _call_listener
     if listener is not None:
         listener(n)
-
-
-class JudgeStats(BaseModel):
-    """Counters a step returns next to its table; summed into metrics.json."""
-
-    calls: int = 0
-    cache_hits: int = 0
-    errors: int = 0
-    retryable_errors: int = 0  # errors of a RETRYABLE_FAILURES kind
-    invalid_quotes: int = 0
-    invalid_marks: int = 0  # words an LLM judge marked unsupported that are not in the claim (dropped)
-    failed_calls: int = 0  # requests sent that ended without a usable reply (LLM judges)
-    prompt_tokens: int = 0
-    # local judge: (claim, passage) pairs judged by the model, verdicts reused from the
-    # verdict cache, reused pairs judged again alone for the marks they now win
-    # (tasks/judges/verdict_cache.py), and pairs whose verdict needed no model (decided in
-    # bulk: too few of the claim's words in the passage; never stored)
-    pairs_judged: int = 0
-    verdicts_reused: int = 0
-    marks_rejudged: int = 0
-    pairs_decided: int = 0
-    completion_tokens: int = 0
-    # cascade judge: claims sent to the LLM, claims the local judge decided alone, and the
-    # LLM calls those would have taken
-    routed: int = 0
-    not_routed: int = 0
-    calls_saved: int = 0
-
-    def __add__(self, other: JudgeStats) -> JudgeStats:
-        return JudgeStats(**{k: getattr(self, k) + getattr(other, k) for k in type(self).model_fields})
-
-    @classmethod
-    def failure(cls, kind: str) -> JudgeStats:
-        """The count of one judge failure of `kind`."""
-        return cls(errors=1, retryable_errors=int(kind in RETRYABLE_FAILURES))

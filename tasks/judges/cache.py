@@ -1,7 +1,7 @@
 """The judge cache: one SQLite file of finished model calls, so a changed re-run pays
 only for what changed and a crashed run resumes without repeating a finished call.
 
-- Where: `state_dir() / "judge-cache.sqlite"` (RAGSPAN_HOME or ./.ragspan) — never a
+- Where: the registry's `judge_cache` store, `<state dir>/judge-cache.sqlite` (RAGSPAN_HOME or ./.ragspan) — never a
   DVC out, which DVC deletes before a stage runs.
 - Key: sha256 of a canonical JSON of the parts that change an answer — judge kind,
   model, endpoint (without credentials or query), prompt id + version, schema version,
@@ -35,8 +35,7 @@ from pathlib import Path
 from typing import Any, Self
 from urllib.parse import urlsplit, urlunsplit
 
-from ragspan.tasks.config import state_dir
-from ragspan.tasks.state import REGISTRY, SqliteStore, register_sqlite
+from ragspan.tasks.state import REGISTRY, SqliteStore, register_sqlite, store_path
 
 CACHE_FILE = REGISTRY["judge_cache"].where
 _SCHEMA = """
@@ -67,7 +66,7 @@ CREATE TABLE IF NOT EXISTS output_modes (
 
 
 def default_cache_path() -> Path:
-    return state_dir() / CACHE_FILE
+    return store_path("judge_cache")
 
 
 def sqlite_store(path: Path) -> SqliteStore:

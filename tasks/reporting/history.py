@@ -5,12 +5,12 @@ reads the file without importing Prefect or pandas."""
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 from pathlib import Path
 
 from ragspan.tasks.core.taxonomy import JUDGED_LABELS, SHORT
+from ragspan.tasks.state import file_lock
 
 HISTORY = Path("results") / "history.jsonl"
 
@@ -18,8 +18,8 @@ HISTORY = Path("results") / "history.jsonl"
 def append_history(root: Path, record: dict) -> Path:
     path = root / HISTORY
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a", encoding="utf-8") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+    with file_lock(path) as fh:
+        assert fh is not None  # a waiting lock always yields its file
         fh.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
         fh.flush()
         os.fsync(fh.fileno())

@@ -39,7 +39,6 @@ written from those pieces as Parquet row groups — memory set by a shard, not b
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -60,7 +59,15 @@ from ragspan.tasks.core.shards import PreSearch, ShardResult
 from ragspan.tasks.judges.base import JudgeSpec, JudgeStats
 from ragspan.tasks.reuse import pre_search
 from ragspan.tasks.reuse.shard_spill import SpilledShard
-from ragspan.tasks.state import REGISTRY, DirStore, dir_store, discard, touch, write_parquet_pieces
+from ragspan.tasks.state import (
+    REGISTRY,
+    DirStore,
+    dir_store,
+    discard,
+    file_lock,
+    touch,
+    write_parquet_pieces,
+)
 
 STORE_FORMAT = "reuse-2"  # bump when the stored tables' meaning changes (2: sealed segments)
 MAX_CONTEXTS = REGISTRY["answer_store"].keep  # the most recently used contexts kept
@@ -436,8 +443,7 @@ def remember(reuse: Reuse, run: ShardResult | RunParts) -> None:
     _write_segment(store, {name: tables(name) for name in _TABLES},
                    lambda d: pre_search.write_pieces(d, pre_search_pieces()))
     contexts = dir_store("answer_store", store.parent)
-    with open(store.parent / ".lock", "a") as lock:  # one compactor at a time
-        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+    with file_lock(store.parent / ".lock"):  # one compactor at a time
         segments = _segments(store)
         if len(segments) > MAX_SEGMENTS:  # fold them into one, newest rows winning
             whole = _read_store(store)

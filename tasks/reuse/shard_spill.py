@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
+from ragspan.tasks.core.judging import JudgeStats
 from ragspan.tasks.core.shards import ShardResult
-from ragspan.tasks.judges.base import JudgeStats
 from ragspan.tasks.state import dir_store
 
 TABLES = ("claims", "spans", "diagnoses", "answer_spans", "judged")  # judged: ShardResult.judged

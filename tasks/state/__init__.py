@@ -24,9 +24,9 @@ with `register_sqlite` when their module is imported.
 
 from ._atomic import output_lock, room_for, write_atomic_dir, write_parquet_pieces
 from ._digests import DIGESTS_FILE, file_md5s
-from ._dirs import damaged_dir, state_dir
+from ._dirs import damaged_dir, state_dir, state_path
 from ._heal import check_sealed, seal, sealed_bytes
-from ._locks import workspace_lock
+from ._locks import file_lock, workspace_lock
 from ._mapped import mapped_buffer, release_free_heap, release_mapped_pages
 from ._step_results import SEALED_PICKLE, check_record, sweep, unsealed_result
 from ._store import (
@@ -41,6 +41,7 @@ from ._store import (
     register_sqlite,
     registered,
     sqlite_store,
+    store_path,
     touch,
 )
 from ._stores import (
@@ -60,11 +61,51 @@ from ._stores import (
 from ._workers import spawn_pool
 
 __all__ = [
-    "CACHES", "DIGESTS_FILE", "KEPT", "REGISTRY", "SEALED_PICKLE", "TITLES",
-    "DirStore", "Entry", "Registered", "SqliteStore",
-    "check_record", "check_sealed", "clear", "damaged_dir", "dir_store", "discard", "file_md5s", "human",
-    "mapped_buffer", "mark_used", "no_room", "output_lock", "parse_size", "prune", "prune_after_run",
-    "register_sqlite", "registered", "release_free_heap", "release_mapped_pages", "room_for", "seal",
-    "sealed_bytes", "spawn_pool", "sqlite_store", "state_dir", "stats", "step_results_dir", "store_paths",
-    "sweep", "touch", "unsealed_result", "workspace_lock", "write_atomic_dir", "write_parquet_pieces",
+    "CACHES",
+    "DIGESTS_FILE",
+    "KEPT",
+    "REGISTRY",
+    "SEALED_PICKLE",
+    "TITLES",
+    "DirStore",
+    "Entry",
+    "Registered",
+    "SqliteStore",
+    "check_record",
+    "check_sealed",
+    "clear",
+    "damaged_dir",
+    "dir_store",
+    "discard",
+    "file_lock",
+    "file_md5s",
+    "human",
+    "mapped_buffer",
+    "mark_used",
+    "no_room",
+    "output_lock",
+    "parse_size",
+    "prune",
+    "prune_after_run",
+    "register_sqlite",
+    "registered",
+    "release_free_heap",
+    "release_mapped_pages",
+    "room_for",
+    "seal",
+    "sealed_bytes",
+    "spawn_pool",
+    "sqlite_store",
+    "state_dir",
+    "state_path",
+    "stats",
+    "step_results_dir",
+    "store_path",
+    "store_paths",
+    "sweep",
+    "touch",
+    "unsealed_result",
+    "workspace_lock",
+    "write_atomic_dir",
+    "write_parquet_pieces",
 ]

@@ -8,7 +8,6 @@ limit) while writing is `DiskFull`, naming the file: the previous results stay.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import shutil
@@ -22,6 +21,7 @@ from ragspan.tasks.errors import OutputBusy
 
 from . import _store as store
 from ._dirs import state_dir
+from ._locks import file_lock
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -101,25 +101,18 @@ def output_lock(out_dir: Path) -> Iterator[None]:
     process dies, so a killed run never leaves a stale lock."""
 
     target = str(Path(out_dir).resolve())
-    locks = state_dir() / "locks"
-    locks.mkdir(parents=True, exist_ok=True)
-    path = locks / (hashlib.sha256(target.encode()).hexdigest()[:24] + ".lock")
-    fh = open(path, "a+", encoding="utf-8")  # noqa: SIM115 (held across the yield, closed below)
-    try:
-        try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            fh.seek(0)
-            holder = fh.read().strip() or "another process"
+    path = state_dir() / "locks" / (hashlib.sha256(target.encode()).hexdigest()[:24] + ".lock")
+    with file_lock(path, wait=False, open_mode="a+") as fh:
+        if fh is None:
+            with open(path, encoding="utf-8") as held:
+                holder = held.read().strip() or "another process"
             raise OutputBusy(f"{target}: another ragspan evaluate is writing here ({holder}); "
-                             "wait for it or choose another --out") from None
+                             "wait for it or choose another --out")
         fh.seek(0)
         fh.truncate()
         fh.write(f"pid {os.getpid()}")
         fh.flush()
         yield
-    finally:
-        fh.close()
 
 
 def write_parquet_pieces(path: Path, pieces: Iterable[pd.DataFrame]) -> int:

@@ -17,3 +17,9 @@ def damaged_dir() -> Path:
     """Where an unreadable store of the state dir is moved aside before it is rebuilt
     (tasks/state/_heal.py): kept for a post-mortem, the few most recent only."""
     return state_dir() / "damaged"
+
+
+def state_path(*names: str) -> Path:
+    """A place under the state dir that is not a store (the local server's record, the watch
+    flow's queues, locks): named here so no other room builds state-dir paths."""
+    return state_dir().joinpath(*names)

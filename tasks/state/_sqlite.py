@@ -10,13 +10,14 @@ be read is asked again, and the warning line counts it. A full disk is never dam
 
 from __future__ import annotations
 
-import fcntl
 import os
 import sqlite3
 import threading
 from pathlib import Path
 
 from . import _heal as heal
+from ._locks import file_lock
+from ._room import room_for
 
 _CHECKED: set[str] = set()  # databases this process has checked (once per process)
 _LOCK = threading.Lock()
@@ -118,49 +119,38 @@ def first_time(path: Path) -> bool:
         return True
 
 
-def check_once(path: Path, store: str, schema: str, tables: tuple[str, ...]) -> None:
-    """Check `path` the first time this process opens it; a damaged database is salvaged
-    (under a lock, so two processes do it once), the damaged file moved aside, one line."""
-    if not first_time(path) or problem_of(path) is None:
-        return
-    with open(path.with_name(path.name + ".repair-lock"), "a") as lock:
-        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
-        problem = problem_of(path)  # another process may have salvaged it meanwhile
-        if problem is None:
-            return
-        from ._store import room_for
+def check_once(path: Path, store: str, action: str, salvaged: tuple[str, tuple[str, ...]] | None) -> None:
+    """Check `path` the first time this process opens it; a damaged database is replaced
+    (replace_damaged), `salvaged` = (schema, tables) keeping its readable rows."""
+    if first_time(path) and (problem := problem_of(path)) is not None:
+        replace_damaged(path, store, problem, action, salvaged)
 
-        with room_for(path, path.parent, store):  # no room for the salvaged copy: DiskFull, the file stays as it is
-            kept, lost, fresh = salvage(path, schema, tables)
+
+def replace_damaged(path: Path, store: str, problem: str, action: str,
+                    salvaged: tuple[str, tuple[str, ...]] | None = None) -> None:
+    """The one way a damaged SQLite store heals. Under the repair lock (two processes do it
+    once): the file is moved aside with its journals (never replayed into the new file) and
+    replaced by a copy of its readable rows when `salvaged` = (schema, tables) is given — no
+    room for that copy is DiskFull and the file stays as it is — else by nothing (the next
+    connect creates it empty). One warning line."""
+    fresh: Path | None = None
+    with file_lock(path.with_name(path.name + ".repair-lock")):
+        if salvaged is not None:
+            if problem_of(path) is None:  # another process salvaged it meanwhile
+                return
+            with room_for(path, path.parent, store):
+                kept, lost, fresh = salvage(path, *salvaged)
+        elif not path.exists():
+            return
         moved = heal.move_aside(path, store)
         for side in ("-wal", "-shm"):  # they belong to the damaged file
             Path(f"{path}{side}").unlink(missing_ok=True)
-        os.replace(fresh, path)
+        if fresh is not None:
+            os.replace(fresh, path)
+    if salvaged is None:
+        where = f"moved aside to {moved}" if moved else "already moved aside"
+        heal.warn(store, path, problem, f"{where}; {action}")
+        return
     lost_note = f"{lost} unreadable" if lost else "the unreadable rest"
     heal.warn(store, path, problem, f"moved aside to {moved}; kept {kept} readable entries, {lost_note} "
               "will be asked again (counted in the judge calls of run.json)")
-
-
-_SQLITE_FULL = 13
-_SQLITE_IOERR = 10  # any I/O error (write, truncate, growing the -shm map, ...)
-
-
-def no_room(exc: sqlite3.Error, path: Path) -> int:
-    """The errno behind a failed SQLite write when it is for want of room, else 0. SQLite
-    reports a full disk as SQLITE_FULL, but a file-size limit (EFBIG) only as an I/O
-    error: that one counts when a limit is set or the filesystem has under 1 MB left."""
-    import errno
-    import resource
-
-    code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF  # the primary code
-    if code == _SQLITE_FULL:
-        return errno.ENOSPC
-    if code == _SQLITE_IOERR:
-        if resource.getrlimit(resource.RLIMIT_FSIZE)[0] != resource.RLIM_INFINITY:
-            return errno.EFBIG
-        try:
-            st = os.statvfs(path.parent)
-        except OSError:
-            return 0
-        return errno.ENOSPC if st.f_bavail * st.f_frsize < 1_000_000 else 0
-    return 0

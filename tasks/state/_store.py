@@ -37,8 +37,6 @@ Standard library only (docs/decisions.md #49).
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import os
 import shutil
 import sqlite3
@@ -51,49 +49,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal, TypeVar
 
-from ragspan.tasks.errors import DiskFull
-
 from . import _heal as heal
 from . import _sqlite as sqlite_heal
 from ._dirs import state_dir
+from ._room import NO_SPACE, no_room, room_for  # noqa: F401 (the store layer's answer to a full disk)
 
 T = TypeVar("T")
-# No room for a file: the filesystem is full, a quota is used up, or a file-size limit.
-NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 TMP, GONE = ".tmp-", ".gone-"  # a write in progress; an entry being removed
 # What killed writers leave (older layouts' names too: .seg-*, .building-*, .snap-*, .*.tmp).
 LEFTOVERS = (f"{TMP}*", f"{GONE}*", ".seg-*", ".building-*", ".snap-*", ".*.tmp")
-
-
-# -- a full disk -----------------------------------------------------------------------------
-
-
-def no_room(exc: BaseException, path: Path | None = None) -> int:
-    """The errno of a failure for want of room, else 0. SQLite says so by its own codes
-    (sqlite_heal.no_room); native libraries (tantivy, pyarrow) in a ValueError or
-    RuntimeError carrying the OS's message rather than an OSError."""
-    if isinstance(exc, sqlite3.Error):
-        return sqlite_heal.no_room(exc, path or Path("."))
-    if isinstance(exc, OSError):
-        return exc.errno if exc.errno in NO_SPACE else 0
-    text = str(exc)
-    return next((code for code in NO_SPACE if os.strerror(code) in text), 0)
-
-
-@contextmanager
-def room_for(path: Path, where: Path, what: str, needed: Callable[[], int] | None = None) -> Iterator[None]:
-    """A failure for want of room inside the block is DiskFull naming `path` and `what`
-    (and what the write needs, when `needed` can tell); anything else passes through."""
-    try:
-        yield
-    except DiskFull:
-        raise
-    except (OSError, ValueError, RuntimeError, sqlite3.Error) as exc:
-        code = no_room(exc, path)
-        if code:
-            cause = exc if isinstance(exc, OSError) and exc.errno == code else OSError(code, os.strerror(code))
-            raise DiskFull(path, where, cause, what, needed() if needed else 0) from exc
-        raise
 
 
 # -- what every store reports ------------------------------------------------------------------
@@ -418,28 +382,13 @@ class SqliteStore:
     # -- healing -------------------------------------------------------------------------------
 
     def check_once(self) -> None:
-        """integrity_check the first time this process opens the file; damaged: healed."""
-        if self.salvage:
-            sqlite_heal.check_once(self.path, self.title, self.schema, self.tables)
-            return
-        if sqlite_heal.first_time(self.path):
-            problem = sqlite_heal.problem_of(self.path)
-            if problem is not None:
-                self.start_anew(problem)
+        """integrity_check the first time this process opens the file; damaged: healed
+        (salvaged or started anew, as the store says)."""
+        sqlite_heal.check_once(self.path, self.title, self.action, (self.schema, self.tables) if self.salvage else None)
 
     def start_anew(self, problem: str) -> None:
-        """Move the damaged file aside (its journals deleted: never replayed into a new
-        file), one warning line; the next connect creates it empty. Under the repair lock,
-        so two processes do it once."""
-        with open(self.path.with_name(self.path.name + ".repair-lock"), "a") as lock:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
-            if not self.path.exists():
-                return
-            moved = heal.move_aside(self.path, self.title)
-            for side in ("-wal", "-shm"):
-                Path(f"{self.path}{side}").unlink(missing_ok=True)
-        where = f"moved aside to {moved}" if moved else "already moved aside"
-        heal.warn(self.title, self.path, problem, f"{where}; {self.action}")
+        """Move the damaged file aside; the next connect creates it empty."""
+        sqlite_heal.replace_damaged(self.path, self.title, problem, self.action)
 
     def healing(self, work: Callable[[], T]) -> T:
         """`work()`, once more after healing the file when SQLite finds it damaged midway
@@ -546,6 +495,11 @@ REGISTRY: dict[str, Registered] = {r.key: r for r in (
     Registered("demo_indexes", "demo indexes", "demo-index", "dirs", False),
     Registered("prefect_db", "prefect database", "prefect", "files", False, pattern="*.db*", sealed=False),
 )}
+
+
+def store_path(key: str) -> Path:
+    """Where the store registered as `key` lives in the state dir (RAGSPAN_HOME)."""
+    return REGISTRY[key].location()
 
 
 def dir_store(key: str, root: Path | None = None) -> DirStore:

@@ -21,7 +21,6 @@ Standard library only: it runs before Prefect is imported (Prefect reads the API
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import signal
@@ -33,7 +32,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-from ragspan.tasks.state import state_dir
+from ragspan.tasks.state import file_lock, state_path
 
 MODE_ENV, IDLE_ENV = "RAGSPAN_PREFECT_SERVER", "RAGSPAN_SERVER_IDLE_STOP"
 DEFAULT_IDLE_STOP_S = 900
@@ -41,7 +40,7 @@ START_TIMEOUT_S = 90.0
 
 
 def server_dir() -> Path:
-    return state_dir() / "server"
+    return state_path("server")
 
 
 def record_path() -> Path:
@@ -117,25 +116,10 @@ def idle_stop_seconds() -> float:
 
 
 @contextlib.contextmanager
-def _lock(path: Path, mode: int) -> Iterator[bool]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+", encoding="utf-8") as fh:
-        try:
-            fcntl.flock(fh.fileno(), mode)
-        except BlockingIOError:
-            yield False
-            return
-        try:
-            yield True
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-
-
-@contextlib.contextmanager
 def in_use() -> Iterator[None]:
     """Held (shared) by every command using the server: the server is not idle meanwhile."""
     path = in_use_path()
-    with _lock(path, fcntl.LOCK_SH):
+    with file_lock(path, "shared", open_mode="a+"):
         os.utime(path)
         try:
             yield
@@ -154,8 +138,8 @@ def is_idle(idle_stop: float, since: float) -> bool:
         last = since
     if time.time() - last < idle_stop:
         return False
-    with _lock(path, fcntl.LOCK_EX | fcntl.LOCK_NB) as free:
-        return free
+    with file_lock(path, wait=False, open_mode="a+") as free:
+        return free is not None
 
 
 def _prefect_configured() -> str | None:
@@ -185,7 +169,7 @@ def ensure_server(log=lambda _msg: None) -> tuple[str | None, str]:
     if rec and healthy(rec["url"]):
         os.environ["PREFECT_API_URL"] = rec["url"]
         return rec["url"], "reused"
-    with _lock(server_dir() / "start.lock", fcntl.LOCK_EX):
+    with file_lock(server_dir() / "start.lock", open_mode="a+"):
         rec, proc = read_record(), None  # another command may have started one meanwhile
         if rec is None:
             rec, proc = _spawn(log)

@@ -37,10 +37,9 @@ from pathlib import Path
 
 import bm25s
 import pandas as pd
-from ragspan.tasks.config import state_dir
 from ragspan.tasks.core.text import sentence_spans
 from ragspan.tasks.inputs.load import load_workspace
-from ragspan.tasks.state import write_atomic_dir
+from ragspan.tasks.state import store_path, write_atomic_dir
 from ragspan.tasks.steps.corpus_search import index_terms
 from ragspan.tasks.tools.demo_rag_args import PRESETS, add_arguments
 
@@ -242,7 +241,7 @@ def write_run(records: list[dict], out: str | Path) -> Path:
 
 def default_index_dir(name: str) -> Path:
 
-    return state_dir() / "demo-index" / name
+    return store_path("demo_indexes") / name
 
 
 # ----- command line: `ragspan demo-rag …` and `python -m ragspan.tasks.tools.demo_rag …` -----

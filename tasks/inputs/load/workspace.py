@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 from prefect import task
 from prefect.cache_policies import NO_CACHE
-from ragspan.tasks.config import Settings, loader_version, state_dir
+from ragspan.tasks.config import Settings, loader_version
 from ragspan.tasks.core.corpus_identity import IDENTITY_VERSION, corpus_document_hashes
 from ragspan.tasks.errors import InputError
 from ragspan.tasks.inputs.load.chunks import _load_chunks
@@ -27,7 +27,7 @@ from ragspan.tasks.inputs.load.runs import (
     _retrieved_frame,
 )
 from ragspan.tasks.inputs.validated_cache import cached_entry, keep_entry, kept_with_inputs
-from ragspan.tasks.state import file_md5s, release_free_heap, touch
+from ragspan.tasks.state import file_md5s, release_free_heap, store_path, touch
 
 
 @dataclass(frozen=True, eq=False)  # eq=False: comparing DataFrames with == is ambiguous
@@ -184,7 +184,7 @@ def load_workspace(
     data_dir = Path(data_dir)
     if not data_dir.is_dir():
         raise InputError(data_dir, None, None, "data directory not found")
-    root = state_dir() / "inputs"
+    root = store_path("inputs")
     base_key, ws_key = _input_keys(data_dir, run, (chunk_size, chunk_overlap), (default_context_k,))
     tables_path = root / f"tables-{ws_key}.pickle"
 
