@@ -125,7 +125,7 @@ class RagParams(_Strict):
 class StateParams(_Strict):
     """Limits on the state dir's caches, applied after each run (tasks/state/_stores.py)."""
 
-    max_size: str = "10GB"  # the five caches together; "0" = no size limit
+    max_size: str = "10GB"  # the ten caches together; "0" = no size limit
     max_age_days: float = Field(0.0, ge=0)  # entries unused this long are removed; 0 = no age limit
 
     @field_validator("max_size")

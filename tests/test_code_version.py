@@ -1,6 +1,7 @@
 """Guarantee: a cache key covers the code that shapes its value, found from the imports.
 
-Editing reporting (or the CLI, a tool) code keeps every cached step and stored answer;
+Editing reporting (or the CLI, a tool, the input loader, the state room, progress printing)
+code keeps every cached step and stored answer;
 editing a step, a judge or the shard's chain in flows/ invalidates both; editing the flow
 that writes the results recomputes the report of an unchanged re-run. Shown on a temporary
 copy of the package, run for real through the CLI (PYTHONPATH puts the copy ahead of the
@@ -50,13 +51,16 @@ def test_code_version_hashes_the_code_the_shard_chain_imports(tmp_path):
     parts = _parts(root)
     before = source_hash(EVALUATION_ROOTS, parts)
     for harmless in ("tasks/reporting/html.py", "tasks/reporting/compare.py", "tasks/tools/demo_rag.py",
-                     "flows/cli/explain.py", "flows/evaluate.py"):
+                     "flows/cli/explain.py", "flows/evaluate.py", "flows/progress.py", "tasks/inputs/load/files.py",
+                     "tasks/inputs/load/workspace.py", "tasks/inputs/validated_cache.py", "tasks/state/_store.py",
+                     "tasks/state/_heal.py", "tasks/state/_mapped.py", "tasks/state/_workers.py", "tasks/config.py",
+                     "tasks/errors.py", "tasks/supervision/runtime.py"):
         _touch(root / harmless)
         assert source_hash(EVALUATION_ROOTS, parts) == before, harmless
     _assert_each_edit_moves(root, EVALUATION_ROOTS, (
         "tasks/steps/diagnose.py", "tasks/judges/local.py", "tasks/core/text.py", "tasks/core/taxonomy.py",
         "tasks/judges/prompts/extract.md", "tasks/judges/verifier/local-5.json", "flows/shard.py",
-        "flows/ledger.py"))
+        "flows/ledger.py", "tasks/steps/shard_tables.py", "tasks/core/judging.py"))
 
 
 def test_a_module_enters_the_key_when_a_step_imports_it(tmp_path):
@@ -121,6 +125,9 @@ def test_editing_reporting_keeps_caches_editing_a_step_does_not(tmp_path):
     assert _reused(first)[0] == 0 and "tasks: none ran" not in first
 
     _touch(root / "tasks" / "reporting" / "html.py")  # report code: evaluations stay valid
+    # the input loader and the state room compute no step's table: every step cache still hits
+    _touch(root / "tasks" / "inputs" / "load" / "files.py")
+    _touch(root / "tasks" / "state" / "_store.py")
     second = _evaluate(tmp_path, state, tmp_path / "out2")
     reused, total = _reused(second)
     assert reused == total > 0
@@ -139,10 +146,10 @@ def test_editing_reporting_keeps_caches_editing_a_step_does_not(tmp_path):
     assert "report" in _steps(tmp_path / "out2c") and "report-unchanged" not in _steps(tmp_path / "out2c")
 
     # a table-shaping line of the shard's chain: every answer is evaluated again
-    ledger = root / "flows" / "ledger.py"
+    tables = root / "tasks" / "steps" / "shard_tables.py"
     shaping = "both = pd.concat([judged, searched, *more], ignore_index=True)"
-    assert shaping in ledger.read_text(encoding="utf-8")
-    ledger.write_text(ledger.read_text(encoding="utf-8").replace(
+    assert shaping in tables.read_text(encoding="utf-8")
+    tables.write_text(tables.read_text(encoding="utf-8").replace(
         shaping, shaping[:-1] + ", sort=False)", 1), encoding="utf-8")
     chained = _evaluate(tmp_path, state, tmp_path / "out2d")
     assert _reused(chained)[0] == 0

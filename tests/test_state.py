@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sqlite3
 import time
 from pathlib import Path
@@ -143,3 +144,22 @@ def test_a_bad_limit_is_refused_with_its_value(tmp_path):
     params.write_text(yaml.safe_dump({"state": {"max_size": "lots"}}))
     with pytest.raises((ConfigError, ValueError), match="lots"):
         load_settings(params)
+
+
+_NUMBERS = {w: i for i, w in enumerate(
+    ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen"])}
+
+
+def test_every_count_of_caches_in_docs_and_code_is_the_registrys():
+    """A doc saying "the nine caches" when the registry holds ten drifts silently: every
+    "<number> caches" / "<number> stores are caches" in the docs and the code is checked."""
+    from conftest import REPO
+    from ragspan.tasks.state import CACHES
+
+    said = []
+    for path in [*REPO.glob("docs/*.md"), REPO / "README.md", *REPO.glob("tasks/**/*.py"), *REPO.glob("flows/**/*.py")]:
+        for m in re.finditer(r"\b(" + "|".join(_NUMBERS) + r") (?:caches\b|stores are caches)",
+                             path.read_text(encoding="utf-8"), flags=re.IGNORECASE):
+            said.append((path.name, m.group(0), _NUMBERS[m.group(1).lower()]))
+    assert said, "the check found no count at all"
+    assert [s for s in said if s[2] != len(CACHES)] == []

@@ -192,15 +192,14 @@ class JudgeCache:
                 where.append("prompt_version = ?")
                 args.append(prompt_version)
         sql = "DELETE FROM judge_calls" + (" WHERE " + " AND ".join(where) if where else "")
-        with self._lock:
+        # through the store layer: no room (a VACUUM needs a copy's worth) is DiskFull naming the file
+        with self._lock, self.store.writing():
             n = self._conn.execute(sql, args).rowcount
             if model is not None or not where:  # what was learned of a server goes with its calls
                 self._conn.execute("DELETE FROM output_modes" + (" WHERE model = ?" if model is not None else ""),
                                    (model,) if model is not None else ())
             if not where:
                 self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        if not where:
-            with self._lock:
                 self._conn.execute("VACUUM")
         return n
 

@@ -60,7 +60,10 @@ def sqlite_store(path: Path) -> SqliteStore:
     (every verdict can be computed again); one entry per day of last use for pruning."""
     return SqliteStore(
         path, "verdict cache", _SCHEMA, ("verdicts",), salvage=False, action="its verdicts are judged again",
-        entries_sql=f"SELECT day, (day + 1) * {DAY_S} - 1, COUNT(*) FROM verdicts GROUP BY day",
+        # a day's entry was last used at the latest at the end of that day, and never after now
+        # (`cache stats` prints it as the last use: a time later today would be false)
+        entries_sql=f"SELECT day, MIN((day + 1) * {DAY_S} - 1, CAST(strftime('%s', 'now') AS INTEGER)), COUNT(*) "
+                    "FROM verdicts GROUP BY day",
         delete_sql="DELETE FROM verdicts WHERE day = ?", clear_sql="DELETE FROM verdicts")
 
 
@@ -149,22 +152,6 @@ class VerdictCache:
                 if self._conn.in_transaction:
                     self._conn.execute("ROLLBACK")
                 raise
-
-
-def rows_per_day(path: Path) -> dict[int, int]:
-    """{day of last use: verdicts} of the file at `path` (none when it is absent)."""
-    if not path.is_file():
-        return {}
-    conn = sqlite_store(path).connect()
-    try:
-        return dict(conn.execute("SELECT day, COUNT(*) FROM verdicts GROUP BY day").fetchall())
-    finally:
-        conn.close()
-
-
-def delete_days(path: Path, days: list[int]) -> None:
-    """Drop the verdicts last used on `days`, and give the space back."""
-    sqlite_store(path).delete([str(d) for d in days])
 
 
 def rows_with_cache(items: list[Item], fresh: Fresh, judge_id: str, path: Path) -> tuple[list[list[tuple]], int, int]:

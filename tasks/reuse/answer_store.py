@@ -175,7 +175,6 @@ def answer_keys(answers: pd.DataFrame, passages: pd.DataFrame, context: str,
     return keys
 
 
-STORE = REGISTRY["answer_store"].entry_title  # as the warning names a segment
 _HEALED = "its answers are evaluated again and stored"
 
 

@@ -1,7 +1,7 @@
 """The state dir's stores, their sizes, and pruning (`ragspan cache stats|clear|prune`).
 
 Every store is registered once, in tasks/state/_store.py `REGISTRY`, and built on its store
-layer; this module goes by that registry. Nine stores are caches — deleting any entry
+layer; this module goes by that registry. Ten stores are caches — deleting any entry
 costs only time (or, for an LLM judge, the calls again) on the next run:
 
 | store | where | an entry | "last used" |

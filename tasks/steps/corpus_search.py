@@ -38,7 +38,7 @@ from ragspan.tasks.core import schemas
 from ragspan.tasks.core.arrow_rows import BatchedRows
 from ragspan.tasks.core.corpus_identity import corpus_document_hashes, snapshot_digest
 from ragspan.tasks.inputs.validated_cache import kept_with_inputs
-from ragspan.tasks.state import check_sealed, dir_store, release_mapped_pages
+from ragspan.tasks.state import dir_store, release_mapped_pages
 from ragspan.tasks.steps.cache_policy import step_task
 from ragspan.tasks.steps.index_build import (  # noqa: F401 — CHUNKS_FILE, index_terms: this module's API too
     CHUNKS_FILE,
@@ -57,15 +57,6 @@ def chunk_table_hash(chunks: pd.DataFrame, corpus: pd.DataFrame) -> str:
     the index also keeps the text between a chunk and its neighbours (`with_gaps`), which
     an edit between chunks changes alone."""
     return snapshot_digest(INDEX_FORMAT, chunks, corpus_document_hashes(chunks, corpus))
-
-
-STORE = "corpus index"  # as the warning names it
-
-
-def check_index(index_dir: Path) -> str | None:
-    """None when the index is whole: every file's size and md5 as built (heal.seal), and
-    the format this code writes; else what is wrong."""
-    return check_sealed(index_dir) or check_format(index_dir)
 
 
 class ChunkSource(Protocol):
@@ -98,7 +89,7 @@ def index_name(source: ChunkSource) -> str:
 
 def build_index_dir(chunks: pd.DataFrame, corpus: pd.DataFrame, root: Path) -> Path:
     """Build (or reuse) the index for this chunk table under `root/<hash>`; atomic. An
-    existing index is checked first (check_index); a damaged one is moved aside, with one
+    existing index is checked first (its seal and format: DirStore.checked_dir); a damaged one is moved aside, with one
     warning line, and built again."""
     return index_dir_for(_Tables(chunks, corpus), root)
 

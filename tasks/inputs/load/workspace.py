@@ -159,7 +159,6 @@ def _input_keys(data_dir: Path, run: str | None, base_args: tuple, run_args: tup
     return base, whole
 
 
-STORE = "validated-inputs cache entry"  # as the warning names it
 _cached, _keep = cached_entry, keep_entry
 
 
