@@ -187,3 +187,50 @@ def test_the_check_sees_a_climbing_import(tmp_path):
     guarded = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ragspan.flows import api\n")
     assert not any(n.startswith("ragspan.flows") for n in imported_names(guarded, "ragspan.tasks.core.text", False))
     assert _floor(_room("ragspan.flows.evaluate")) > _floor(_room("ragspan.tasks.core.text"))
+
+
+def _defined(tree: ast.Module) -> set[str] | None:
+    """The names a module's top level defines (None: it has a module `__getattr__`, so any)."""
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if node.name == "__getattr__":
+                return None
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.If, ast.Try)):
+            for sub in ast.walk(node):
+                if isinstance(sub, (ast.Import, ast.ImportFrom)):
+                    names.update((a.asname or a.name).split(".")[0] for a in sub.names)
+                elif isinstance(sub, (ast.FunctionDef, ast.ClassDef)):
+                    names.add(sub.name)
+                elif isinstance(sub, ast.Assign):
+                    names.update(n.id for t in sub.targets for n in ast.walk(t) if isinstance(n, ast.Name))
+    return names
+
+
+def test_every_import_of_ragspan_names_something_that_exists():
+    """A moved module leaves `from ragspan.flows import local_server` behind, inside a function
+    where no import at start-up finds it: every `from ragspan.X import n` in tasks/, flows/,
+    tests/, benchmarks/ and training/ must name a module or a name X defines."""
+    all_modules = {**MODULES, **{ns: (REPO / ns.split(".")[1] / "__init__.py") for ns in NAMESPACES}}
+    trees = {name: ast.parse(path.read_text(encoding="utf-8")) for name, path in all_modules.items()}
+    broken = []
+    for path in [p for d in ("tasks", "flows", "tests", "benchmarks", "training") for p in (REPO / d).rglob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").startswith("ragspan"):
+                if node.module not in trees:
+                    broken.append(f"{path.relative_to(REPO)}: no module {node.module}")
+                    continue
+                defined = _defined(trees[node.module])
+                for alias in node.names:
+                    if f"{node.module}.{alias.name}" not in trees and defined is not None and alias.name not in defined:
+                        broken.append(f"{path.relative_to(REPO)}: {node.module} has no {alias.name}")
+            elif isinstance(node, ast.Import):
+                broken += [f"{path.relative_to(REPO)}: no module {a.name}" for a in node.names
+                           if a.name.startswith("ragspan.") and a.name not in trees]
+    assert broken == []
