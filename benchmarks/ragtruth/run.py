@@ -267,7 +267,11 @@ def main(argv: list[str] | None = None) -> int:
         "command": "python -m benchmarks.ragtruth " + " ".join(sys.argv[1:] if argv is None else argv),
         "commit": subprocess.run(["git", "rev-parse", "HEAD"], check=False, cwd=D.REPO,
                                  capture_output=True, text=True).stdout.strip(),
-        "data": str(D.RAGTRUTH),
+        # the commit of main this branch starts from: the ragspan code measured
+        "main_base": subprocess.run(["git", "merge-base", "HEAD", "main"], check=False, cwd=D.REPO,
+                                    capture_output=True, text=True).stdout.strip() or None,
+        "data": str(D.RAGTRUTH.relative_to(D.REPO.parent)) if D.RAGTRUTH.is_relative_to(D.REPO.parent)
+        else str(D.RAGTRUTH),
         "limit": args.limit or None,
         "judge": args.judge,
         "local_judge_model": os.environ.get("RAGSPAN_LOCAL_JUDGE_MODEL"),
