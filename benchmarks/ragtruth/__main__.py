@@ -1,0 +1,3 @@
+from benchmarks.ragtruth.run import main
+
+raise SystemExit(main())
