@@ -8,7 +8,7 @@ What it builds (in a temporary directory; the source data is never copied into t
 - corpus: one document per XQuAD paragraph (doc_id f"{title}#{i}") and per ClapNQ
   passage (doc_id f"clapnq:{id}", answerable and unanswerable records — the latter are
   distractors only); chunks: each document cut at sentence boundaries, sentences packed
-  into chunks of ≤ 400 characters (benchmarks/_data.py), so a sentence is never split.
+  into chunks of ≤ 400 characters (training/readers/qa.py), so a sentence is never split.
 - one question per item, its answer one full sentence: for XQuAD the context sentence
   containing the gold answer span (gold span = the answer span); for ClapNQ the first
   selected evidence sentence (gold span = that sentence). Half of the answers are
@@ -56,7 +56,7 @@ import bm25s
 import pandas as pd
 from ragspan.tasks.core.taxonomy import JUDGED_LABELS, SHORT, SUPPORTED_LABELS
 
-from benchmarks._data import (
+from training.readers.qa import (
     REPO,
     Doc,
     Item,

@@ -3,7 +3,7 @@
     .venv/bin/python -m benchmarks.chaos                      # 30 trials, small workspace, minutes
     .venv/bin/python -m benchmarks.chaos --trials 60 --seed 7
     .venv/bin/python -m benchmarks.chaos --size large         # 100k chunks x 10k answers (long)
-    .venv/bin/python -m benchmarks.chaos --ws /work/scalews/1000000x10000 --kills 4   # kills in preparation
+    .venv/bin/python -m benchmarks.chaos --ws WS --kills 4    # kills in preparation
                                                               # and update at scale: benchmarks/chaos_big.py
 
 Real parts only: the real `ragspan evaluate` CLI as a subprocess, a real `prefect server

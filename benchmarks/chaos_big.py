@@ -1,10 +1,11 @@
 """Faults on the way at scale (issue 34 item 6): SIGKILL while the corpus store or the index
 is being written, on a big workspace. Run through chaos.py:
 
-    .venv/bin/python -m benchmarks.chaos --ws /work/scalews/100000x10000 --kills 4 --work /work/chaos-100k
-    .venv/bin/python -m benchmarks.chaos --ws /work/scalews/1000000x10000 --kills 4 --work /work/chaos-1m
+    .venv/bin/python -m benchmarks.chaos --ws SCALEWS/100000x10000 --kills 4 --work WORK/chaos-100k
+    .venv/bin/python -m benchmarks.chaos --ws SCALEWS/1000000x10000 --kills 4 --work WORK/chaos-1m
 
-WS is a generate.py workspace with its `docs-changed/` variant. The real CLI, the default
+WS (here SCALEWS/NxM, made by `python -m benchmarks.scale.generate --chunks N --answers M
+--out SCALEWS/NxM`; WORK a scratch directory) is a generate.py workspace with its `docs-changed/` variant. The real CLI, the default
 local judge, a real Prefect server (chaos.py's `Bench`). First the clean sequence in a fresh
 state dir: a cold run of WS (the reference results `ref-base`, and the preparation window:
 seconds from the process start to the start of its first preparation step and to the end of

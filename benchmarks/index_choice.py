@@ -6,7 +6,7 @@ Both are project dependencies: tantivy is the corpus-wide search (tasks/steps/co
 bm25s the demo RAG's retriever (tasks/tools/demo_rag.py).
 
 Corpora (built in a temporary directory at run time; the source data is never copied):
-- the real chunks: XQuAD paragraphs and ClapNQ passages, cut as in benchmarks/_data.py
+- the real chunks: XQuAD paragraphs and ClapNQ passages, cut as in training/readers/qa.py
   (sentences packed into ≤ 400-character chunks) — every XQuAD chunk is always kept;
 - filler for the larger sizes: synthetic chunks of 2–4 sentences drawn at random from
   the XQuAD + ClapNQ sentence pool, excluding the query sentences (so only the real
@@ -44,7 +44,7 @@ from pathlib import Path
 
 import psutil
 
-from benchmarks._data import REPO, load_clapnq, load_xquad
+from training.readers.qa import REPO, load_clapnq, load_xquad
 
 ENGINES = ("bm25s", "tantivy", "tantivy-native")
 

@@ -29,7 +29,7 @@ from ragspan.tasks.judges.verifier.profiles import claim_profile, passage_profil
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GroupKFold
 
-from benchmarks.answer_spans import run
+from training.readers import wice_words
 
 CS = (0.03, 0.1, 0.3, 1.0, 3.0)
 THRESHOLDS = tuple(round(t, 2) for t in np.arange(0.25, 0.71, 0.05))
@@ -50,9 +50,9 @@ class Case:
 
 def cases(split: str, verifier: Verifier) -> list[Case]:
     out = []
-    for r in run.wice(split):
+    for r in wice_words.wice(split):
         claim, passage = r["claim"], "\n".join(r["evidence"])
-        gold = run.wice_gold(r)
+        gold = wice_words.wice_gold(r)
         prof = claim_profile(claim, "", False)
         if prof is None:
             continue
@@ -80,7 +80,7 @@ def fit(train: list[Case], C: float) -> WordModel:
 
 
 def f1(cs: list[Case], model: WordModel) -> float:
-    return run.score((c.gold, [(s, e) for s, e, *_ in claim_marks(c.profile, c.result, c.conflicts, model)])
+    return wice_words.score((c.gold, [(s, e) for s, e, *_ in claim_marks(c.profile, c.result, c.conflicts, model)])
                      for c in cs)["f1"]
 
 

@@ -8,7 +8,7 @@ coverage over as many sentences as the claim has clauses, then the quoted window
 same pair whose P(supported) decides the claim in the pipeline for all but the
 multi-snippet Factcheck-GPT claims. The features are the judge's own
 (tasks/judges/verifier/features.py), profiled as the pipeline does for a claim that is a
-whole answer. The cases come from benchmarks/lodo/sets.py (read from `../shared/data`).
+whole answer. The cases come from training/readers/lodo_sets.py (read from `../shared/data`).
 
 Fitting (`fit_model`): a class-balanced logistic regression in which each training set
 weighs the same (a 1,500-item set does not drown a 350-item one), standardised features,
@@ -272,7 +272,7 @@ SHIPPED = REPO / "tasks" / "judges" / "verifier" / "local-5.json"
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    from benchmarks.lodo import sets as lodo_sets
+    from training.readers import lodo_sets
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--design", default=None, choices=list(DESIGNS),

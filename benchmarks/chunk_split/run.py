@@ -9,7 +9,7 @@ evidence the stretch from the first to the last sentence the annotators selected
 where one chunk holds that stretch.
 
 Documents and one-sentence claims come from XQuAD (en) and ClapNQ (dev), read from
-../shared/data (benchmarks/_data.py; never copied into the repository). Each document is
+../shared/data (training/readers/qa.py; never copied into the repository). Each document is
 cut at sentence boundaries (chunks of at most 400 characters), one claim per document: its
 evidence sentence, which sits whole in one chunk (the "evidence chunk"). Each question
 retrieves its evidence chunk and two chunks of other documents, all in the context window.
@@ -50,7 +50,7 @@ import pandas as pd
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 
-from benchmarks._data import Doc, Item, detok, load_clapnq, load_clapnq_abstractive, load_xquad
+from training.readers.qa import Doc, Item, detok, load_clapnq, load_clapnq_abstractive, load_xquad
 
 RAGSPAN = str(Path(sys.executable).parent / "ragspan")
 VARIANTS = ("base", "split", "nothing", "edge", "overlap")

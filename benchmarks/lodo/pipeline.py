@@ -5,7 +5,7 @@ Each set becomes a temporary workspace — one document per passage, one empty q
 one answer (= the claim, bring-your-own `claims`) per case, every passage retrieved whole
 and in context — and `ragspan evaluate` runs on it as a subprocess with `search.top_k: 0`:
 the gold is about the given passages, so no corpus-wide search may find support elsewhere.
-The cases are benchmarks/_real_claims.py's (and benchmarks/lodo/sets.py's). What this
+The cases are training/readers/claims.py's (and training/readers/lodo_sets.py's). What this
 module was before — benchmarks/real_claims.py, with its folds, scoring and report — is
 history now (docs/local-judge.md); lodo's harness scores instead.
 """
@@ -27,7 +27,7 @@ import pandas as pd
 import yaml
 from ragspan.tasks.reporting.results_files import read_results
 
-from benchmarks._real_claims import REPO, Case
+from training.readers.claims import REPO, Case
 
 VENV_BIN = Path(sys.executable).parent
 RAGSPAN = VENV_BIN / "ragspan"

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from ragspan.tasks.core.text import sentence_spans
 
-from benchmarks.lodo import sets as lodo_sets
+from training.readers import lodo_sets
 
 MIN_DOC = 5000
 PASSAGE_SENTENCES = 8

@@ -3,7 +3,7 @@
     .venv/bin/python -m benchmarks.lodo.run [--limit 1500] [--seed 13] [--no-contexttrace]
         [--name NAME]
 
-For each of the eight sets (benchmarks/lodo/sets.py; the dialogue pair is one), every
+For each of the eight sets (training/readers/lodo_sets.py; the dialogue pair is one), every
 design is fitted on the other seven (training/local_judge.py) and predicts it; the verdicts
 come from the verifier's own `decide` on the judge's own features, so they are the
 pipeline's verdicts for a claim judged against its passages (the best-covering pair
@@ -42,8 +42,8 @@ import numpy as np
 
 from benchmarks.lodo import metrics as M
 from benchmarks.lodo import planted as P
-from benchmarks.lodo import sets as S
 from training import local_judge as F
+from training.readers import lodo_sets as S
 
 REPO = Path(__file__).resolve().parents[2]
 LOCAL4 = Path(__file__).resolve().parent / "local-4.json"

@@ -23,7 +23,7 @@ from ragspan.tasks.core.text import norm_set, sentence_spans
 from ragspan.tasks.judges.base import JudgeSpec
 from ragspan.tasks.judges.local import LocalJudge
 
-from benchmarks._real_claims import DATA
+from training.readers.claims import DATA
 
 
 def main(argv: list[str] | None = None) -> int:

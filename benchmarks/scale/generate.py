@@ -72,7 +72,7 @@ def _texts(source: str | None) -> list[str]:
     from ../shared/data), "sample" (the bundled data/sample corpus: a few hundred
     sentences, enough for a small workspace such as the tests'); default: shared when
     its data is there, else the sample."""
-    from benchmarks._data import CLAPNQ, XQUAD, load_clapnq, load_xquad
+    from training.readers.qa import CLAPNQ, XQUAD, load_clapnq, load_xquad
 
     if source is None:
         source = "shared" if XQUAD.exists() and CLAPNQ.exists() else "sample"

@@ -1,9 +1,12 @@
 """The growth table: what a cold run and a 5 %-documents re-run cost as the corpus grows
 (issue 34 item 5).
 
-    .venv/bin/python -m benchmarks.scale.growth --ws /work/scalews/100000x10000 \
-        --ws /work/scalews/1000000x10000 --work /work/growth --check --label before
-    .venv/bin/python -m benchmarks.scale.growth --ws WS --work DIR --ragspan /other/checkout/.venv/bin/ragspan
+    .venv/bin/python -m benchmarks.scale.growth --ws SCALEWS/100000x10000 \
+        --ws SCALEWS/1000000x10000 --work WORK/growth --check --label before
+    .venv/bin/python -m benchmarks.scale.growth --ws WS --work DIR --ragspan BASE/.venv/bin/ragspan
+
+SCALEWS/NxM: a workspace made by `python -m benchmarks.scale.generate --chunks N --answers M
+--out SCALEWS/NxM`; WORK, DIR: scratch directories outside the repository.
 
 Each workspace (made by generate.py, JSONL or Parquet, with its `docs-changed/` variant) in a
 fresh state dir of its own (DIR/NAME/home, removed after), the real CLI through the re-run

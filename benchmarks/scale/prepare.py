@@ -8,7 +8,7 @@ document hashes (`Workspace.document_hashes`), the corpus index built (`index_di
 Prints one JSON line: each phase's wall seconds, the process's CPU seconds, and its
 VmHWM / VmRSS / RssAnon / RssFile (MB) after loading and at the end. Run it under
 `/usr/bin/time -v` for the peak RSS with the tokenising workers. Used for the 10M-chunk
-figures (BENCHMARKS.md, session 9), where a whole cold run did not fit the session.
+figures (benchmarks/results/HISTORY.md, session 9), where a whole cold run did not fit the session.
 """
 
 from __future__ import annotations

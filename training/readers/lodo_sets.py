@@ -1,10 +1,10 @@
 """The eight labelled groups of the leave-one-dataset-out (LODO) benchmark of the verifier.
 
-    .venv/bin/python -m benchmarks.lodo.sets [--limit 1500] [--seed 13] [--show 3]
+    .venv/bin/python -m training.readers.lodo_sets [--limit 1500] [--seed 13] [--show 3]
 
 Read-only from `RAGSPAN_BENCH_DATA` (default `<repo>/../shared/data`, see its README.md and
 each folder's LOADER.md); nothing is copied into the repository. Every case is a
-`_real_claims.Case`: a claim judged against passages that all sit in the context window,
+`claims.Case`: a claim judged against passages that all sit in the context window,
 gold `supported` | `partial` | `unsupported` (the binary target is gold == "supported"),
 one passage per case except Factcheck-GPT (its snippets), `group` the unit a split must
 never cut (a claim, paragraph, document, dialogue knowledge text or question).
@@ -35,8 +35,8 @@ import re
 import time
 from collections.abc import Callable
 
-from benchmarks._data import _sentence_around, answer_kind
-from benchmarks._real_claims import DATA, GOLDS, Case, _read_jsonl, load_factcheck, load_wice
+from training.readers.claims import DATA, GOLDS, Case, _read_jsonl, load_factcheck, load_wice
+from training.readers.qa import _sentence_around, answer_kind
 
 SETS: tuple[str, ...] = (
     "wice",

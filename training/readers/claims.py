@@ -1,6 +1,6 @@
 """Loaders for the real, human-labelled claim sets: WiCE (dev) and Factcheck-GPT (stance).
 
-Like benchmarks/_data.py, the data is read-only from `RAGSPAN_BENCH_DATA` (default
+Like training/readers/qa.py, the data is read-only from `RAGSPAN_BENCH_DATA` (default
 `<repo>/../shared/data`) and is never copied into the repository: a benchmark builds its
 workspace from these cases in a temporary directory at run time.
 
@@ -17,7 +17,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DATA = Path(os.environ.get("RAGSPAN_BENCH_DATA", REPO.parent / "shared" / "data"))
 WICE = DATA / "wice_dev" / "claim_dev.jsonl"
 FACTCHECK = DATA / "factcheck_stance" / "subtask3_claim_evidence_stance.jsonl"

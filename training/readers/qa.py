@@ -1,6 +1,7 @@
-"""Shared loading for the benchmarks: XQuAD (en) and ClapNQ (dev) from ../shared/data.
+"""XQuAD (en) and ClapNQ (dev) as documents, chunks and one-sentence answers, from ../shared/data.
 
-The data is read-only and is never copied into the repository: the benchmarks read it
+Shared by the benchmarks (accuracy, chunk_split, index_choice, scale.generate) and the LODO
+sets (lodo_sets.py). The data is read-only and is never copied into the repository: they read it
 from `RAGSPAN_BENCH_DATA` (default `<repo>/../shared/data`) and build their
 workspaces in a temporary directory at run time.
 """
@@ -15,7 +16,7 @@ from pathlib import Path
 
 from ragspan.tasks.core.text import STOPWORDS, sentence_spans
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DATA = Path(os.environ.get("RAGSPAN_BENCH_DATA", REPO.parent / "shared" / "data"))
 XQUAD = DATA / "xquad_en" / "xquad.en.json"
 CLAPNQ = DATA / "clapnq_dev"
