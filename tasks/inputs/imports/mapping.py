@@ -12,8 +12,8 @@ from pathlib import Path
 
 from ragspan.tasks.errors import InputError, UsageError
 from ragspan.tasks.inputs.imports import values
+from ragspan.tasks.inputs.imports.file_kinds import table_source
 from ragspan.tasks.inputs.imports.model import Context, Imported, Parsed, Skipped
-from ragspan.tasks.inputs.load.files import read_table
 
 FIELDS = ("question", "answer", "contexts", "question_id", "reference", "doc_ids", "scores")
 REQUIRED = ("question", "answer", "contexts")
@@ -40,12 +40,11 @@ def parse_map(pairs: list[str]) -> dict[str, str]:
 
 def parse(path: Path, mapping: dict[str, str]) -> Parsed:
     path = Path(path)
-    df = read_table(path)
+    df, csv = table_source(path, 'mapping')
     for name, column in mapping.items():
         if column not in df.columns:
             raise InputError(path, None, column, f"no such column (mapped to {name}); columns: "
                                                  f"{', '.join(map(str, df.columns)) or 'none'}")
-    csv = path.suffix.lower() == ".csv"
     out = Parsed(records=[])
     used = set(mapping.values())
     seen: dict[str, int] = {}

@@ -2,8 +2,10 @@
 
 Input: the spans of a trace export in any layout an exporter writes (json_objects.py: one
 object a line, objects one after another, pretty or not, a JSON array), each a span in the
-OpenInference shape or an OTLP/JSON export request (spans.py); names as in
-openinference-semantic-conventions 0.1.42.
+OpenInference shape or an OTLP/JSON export request (spans.py); or Phoenix's span
+dataframe saved as Parquet or CSV (span_table.py), one span a row. What the file is
+decides, not its name; any other binary format is refused in one line (file_kinds.py).
+Names as in openinference-semantic-conventions 0.1.42.
 
 Per trace (spans grouped by trace id, nested at any depth):
 
@@ -29,10 +31,12 @@ from pathlib import Path
 from typing import Any
 
 from ragspan.tasks.errors import InputError
-from ragspan.tasks.inputs.imports import DEFAULT_ID_KEYS, values
+from ragspan.tasks.inputs.imports import DEFAULT_ID_KEYS, span_table, values
+from ragspan.tasks.inputs.imports.file_kinds import PARQUET, kind_of, not_read, read_bytes
 from ragspan.tasks.inputs.imports.json_objects import read_objects
 from ragspan.tasks.inputs.imports.model import Context, Imported, Parsed, Skipped
 from ragspan.tasks.inputs.imports.spans import Span, spans_of
+from ragspan.tasks.inputs.load.files import _decode
 
 _DOC = re.compile(r"^retrieval\.documents\.(\d+)\.document\.(id|content|score|metadata)(?:\.(.+))?$")
 _OUT_MSG = re.compile(r"^llm\.output_messages\.(\d+)\.message\.(role|content)$")
@@ -50,17 +54,14 @@ _INDEX = re.compile(r"(?<=\.)\d+(?=\.|$)")
 
 def parse(path: Path, doc_id_keys: tuple[str, ...] = DEFAULT_ID_KEYS) -> Parsed:
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise InputError(path, None, None, f"cannot read file: {exc.strerror or exc}") from None
+    objects, notes = _objects(path, read_bytes(path))
     traces: dict[str, list[Span]] = {}
-    for line, rec in read_objects(path, raw):
+    for line, rec in objects:
         for span in spans_of(path, line, rec):
             traces.setdefault(span.trace_id, []).append(span)
     if not traces:
         raise InputError(path, None, None, "no spans")
-    out = Parsed(records=[])
+    out = Parsed(records=[], notes=notes)
     not_answers = Counter[str]()
     for trace_id, spans in traces.items():
         _trace(path, trace_id, spans, doc_id_keys, out, not_answers)
@@ -72,6 +73,22 @@ def parse(path: Path, doc_id_keys: tuple[str, ...] = DEFAULT_ID_KEYS) -> Parsed:
     if not_answers["traces"]:
         out.notes.append(f"traces with neither a retriever nor an LLM span: {not_answers['traces']}")
     return out
+
+
+def _objects(path: Path, raw: bytes) -> tuple[list[tuple[int, dict]], list[str]]:
+    """The file's span objects (row, object) by what the file is, and notes on what a span
+    table lacks."""
+    found = kind_of(raw)
+    if found == PARQUET:
+        rows, columns = span_table.parquet_rows(path, raw)
+        return rows, span_table.check_columns(path, columns)
+    if found is not None:
+        raise not_read(path, found, "openinference")
+    text = _decode(path, raw, 0)
+    if span_table.looks_like_csv_table(text):
+        rows, columns = span_table.csv_rows(path, text)
+        return rows, span_table.check_columns(path, columns)
+    return read_objects(path, raw), []
 
 
 def _trace(path: Path, trace_id: str, spans: list[Span], keys: tuple[str, ...], out: Parsed,

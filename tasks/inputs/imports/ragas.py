@@ -20,19 +20,18 @@ from pathlib import Path
 
 from ragspan.tasks.errors import InputError
 from ragspan.tasks.inputs.imports import values
+from ragspan.tasks.inputs.imports.file_kinds import table_source
 from ragspan.tasks.inputs.imports.model import Context, Imported, Parsed, Skipped
-from ragspan.tasks.inputs.load.files import read_table
 
 MAPPED = ("user_input", "response", "retrieved_contexts", "retrieved_context_ids", "reference")
 
 
 def parse(path: Path) -> Parsed:
     path = Path(path)
-    df = read_table(path)
+    df, csv = table_source(path, 'ragas')
     if "user_input" not in df.columns and "response" not in df.columns:
         raise InputError(path, None, "response", "missing: not a RAGAS EvaluationDataset (no user_input or "
                                                  f"response column; columns: {', '.join(map(str, df.columns)) or 'none'})")
-    csv = path.suffix.lower() == ".csv"
     out = Parsed(records=[])
     width = len(str(len(df)))
     for row, rec in zip(df.index, df.to_dict("records"), strict=True):

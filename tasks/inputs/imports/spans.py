@@ -46,7 +46,8 @@ def spans_of(path: Path, line: int, rec: dict) -> Iterator[Span]:
         yield from _otlp_spans(path, line, resource_spans)
         return
     flat = flatten(rec)
-    attrs = {k[len("attributes."):]: v for k, v in flat.items() if k.startswith("attributes.")}
+    # A null attribute carries nothing (a table's empty cell, a struct's missing key).
+    attrs = {k[len("attributes."):]: v for k, v in flat.items() if k.startswith("attributes.") and v is not None}
     trace_id = _first(flat, "context.trace_id", "trace_id", "traceId")
     span_id = _first(flat, "context.span_id", "span_id", "spanId")
     if not isinstance(trace_id, str) or not trace_id:
