@@ -251,3 +251,74 @@ def test_a_folder_of_documents_is_a_corpus_too(tmp_path):
     assert (tmp_path / "ws" / "corpus" / "guides" / "a.md").read_bytes() == (docs / "guides" / "a.md").read_bytes()
     rec = json.loads((tmp_path / "ws" / "runs" / "r.jsonl").read_text())
     assert rec["retrieved"] == [{"doc_id": "guides/a.md", "char_start": 10, "char_end": 46}]
+
+
+# -- a file in a format the importer does not read: one line, exit 2, nothing written ----------
+
+
+def _zip(names: list[str]) -> bytes:
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for name in names:
+            z.writestr(name, "x")
+    return buf.getvalue()
+
+
+def _sqlite(tmp_path) -> bytes:
+    import sqlite3
+
+    db = tmp_path / "db"
+    with sqlite3.connect(db) as con:
+        con.execute("create table t (a)")
+    con.close()
+    data = db.read_bytes()
+    db.unlink()
+    return data
+
+
+BINARY = {  # name the user gave it, its bytes, the format the error names
+    "gzip": ("spans.jsonl", lambda tmp: __import__("gzip").compress(b'{"a": 1}\n'), "a gzip file"),
+    "zip": ("spans.json", lambda tmp: _zip(["spans.jsonl"]), "a zip archive file"),
+    "xlsx": ("table.csv", lambda tmp: _zip(["[Content_Types].xml", "xl/workbook.xml"]), "an Excel workbook (.xlsx) file"),
+    "xls": ("table.csv", lambda tmp: b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\x00" * 100, "an Excel 97-2003 (OLE2) workbook"),
+    "sqlite": ("phoenix.db", _sqlite, "a SQLite database file"),
+    "pickle": ("df.jsonl", lambda tmp: __import__("pickle").dumps({"a": 1}), "a Python pickle file"),
+    "utf-16": ("r.csv", lambda tmp: "user_input,response\n".encode("utf-16"), "a UTF-16 text file"),
+}
+TAKES = {"ragas": "reads JSONL, CSV or Parquet", "mapping": "reads JSONL, CSV or Parquet",
+         "openinference": "reads JSON spans"}
+
+
+@pytest.mark.parametrize("fmt", list(TAKES))
+@pytest.mark.parametrize("kind", list(BINARY))
+def test_a_file_in_a_format_the_importer_does_not_read_is_named_in_one_line(tmp_path, capsys, fmt, kind):
+    name, make, words = BINARY[kind]
+    src = tmp_path / name
+    src.write_bytes(make(tmp_path))
+    args = ["import", fmt, str(src), "--corpus", str(SAMPLE), "--out", str(tmp_path / "ws")]
+    if fmt == "mapping":
+        args += ["--map", "question=q", "answer=a", "contexts=c"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {src}: {words}") and "by its first bytes" in err and TAKES[fmt] in err
+    assert err.count("\n") == 1
+    assert [p.name for p in tmp_path.iterdir()] == [name]  # nothing written
+
+
+def test_parquet_is_read_as_parquet_whatever_its_name(tmp_path):
+    src = tmp_path / "dataset.jsonl"  # Parquet under a JSONL name
+    pd.read_json(EXAMPLES / "ragas.jsonl", lines=True).to_parquet(src)
+    report = import_workspace("ragas", src, SAMPLE, tmp_path / "ws")
+    assert (report["answers"], report["located_exact"], report["not_located"]) == (4, 11, 1)
+
+
+def test_a_parquet_table_that_is_not_spans_names_the_columns_it_lacks(tmp_path):
+    src = tmp_path / "ragas.parquet"
+    pd.read_json(EXAMPLES / "ragas.jsonl", lines=True).to_parquet(src)
+    with pytest.raises(InputError, match=r"ragas.parquet: field 'context.span_id': no such column: not a span "
+                                         r"table .*; columns: user_input, "):
+        import_workspace("openinference", src, SAMPLE, tmp_path / "ws")
+    assert [p.name for p in tmp_path.iterdir()] == ["ragas.parquet"]

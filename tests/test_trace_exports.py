@@ -148,7 +148,7 @@ def test_objects_one_after_another_an_array_and_lines_read_alike(tmp_path):
     ('[{"a": 1}, 2]', "row 1: not valid JSON at line 1, column 12 (expected a JSON object, got int)"),
     ('[{"a": 1}] {"b": 2}', "text after the closing ']' of the array"),
     ('{"a": 1, "a": 2}', "duplicate key 'a'"),
-    ("user_input,response\nq,a\n", "row 1: not valid JSON at line 1, column 1"),
+    ("{\n", "row 1: not valid JSON at line 2, column 1"),
 ])
 def test_broken_input_names_file_position_and_the_forms_accepted(tmp_path, text, words):
     src = tmp_path / "spans.csv"  # the suffix does not decide
@@ -223,3 +223,78 @@ def test_evaluate_inside_a_dvc_workspace_takes_the_imported_directory_s_own_run(
     said = capsys.readouterr()
     assert json.loads(said.out)
     assert "note: evaluating langchain-oneline, the only run in" in said.err and "(baseline)" in said.err
+
+
+# -- Phoenix: the span dataframe saved as a user saves it -------------------------------------
+
+# What arize-phoenix 20.26.1 wrote (data/examples/import/make_phoenix_exports.py): one LangChain
+# app's traces read back with phoenix.client.Client and saved five ways.
+PHOENIX = ("phoenix-spans.jsonl",             # get_spans_dataframe().to_json(orient="records", lines=True)
+           "phoenix-spans.parquet",           # get_spans_dataframe().to_parquet(...)
+           "phoenix-spans.csv",               # get_spans_dataframe().to_csv(...)
+           "phoenix-trace-dataset.parquet",   # px.TraceDataset(df).save(dir)
+           "phoenix-get-spans.jsonl")         # client.spans.get_spans(...), one span a line
+
+
+def _workspace(out: Path) -> tuple[str, str, dict]:
+    report = json.loads((out / "import-report.json").read_text())
+    report.pop("source")
+    return (out / "questions.jsonl").read_text(), (out / "runs" / "r.jsonl").read_text(), report
+
+
+@pytest.mark.parametrize("file", PHOENIX[1:])
+def test_each_phoenix_export_imports_as_its_json_lines_form_does(tmp_path, file):
+    report = import_workspace("openinference", EXAMPLES / PHOENIX[0], CORPUS, tmp_path / "lines", run="r")
+    spans = _jsonl(EXAMPLES / PHOENIX[0])
+    assert report["answers"] == len({s["context.trace_id"] for s in spans if s["span_kind"] == "RETRIEVER"}) == 3
+    assert report["located_by"] == {"document.metadata.source": report["contexts"]} and report["not_located"] == 0
+    import_workspace("openinference", EXAMPLES / file, CORPUS, tmp_path / "other", run="r")
+    assert _workspace(tmp_path / "other") == _workspace(tmp_path / "lines")  # questions, runs, report
+
+
+def test_the_phoenix_tables_are_what_phoenix_writes():
+    import pyarrow.parquet as pq
+
+    for file in ("phoenix-spans.parquet", "phoenix-trace-dataset.parquet"):
+        schema = pq.read_schema(EXAMPLES / file)
+        [index] = [c for c in schema.pandas_metadata["columns"] if c["field_name"] == "__index_level_0__"]
+        assert index["name"] == "context.span_id" and "context.span_id" in schema.names
+        assert str(schema.field("attributes.retrieval.documents").type).startswith("list<element: struct<")
+    assert b"arize" in pq.read_schema(EXAMPLES / "phoenix-trace-dataset.parquet").metadata
+    header = (EXAMPLES / "phoenix-spans.csv").read_text().split("\n", 1)[0].split(",")
+    assert header.count("context.span_id") == 2  # the index, then the column
+
+
+def test_a_span_table_without_a_column_ragspan_reads_says_so_in_the_report(tmp_path):
+    df = pd.read_parquet(EXAMPLES / "phoenix-spans.parquet").drop(columns=["attributes.input.value"])
+    df.to_parquet(tmp_path / "spans.parquet")
+    report = import_workspace("openinference", tmp_path / "spans.parquet", CORPUS, tmp_path / "ws")
+    assert "the span table has no column attributes.input.value" in report["notes"]
+    assert report["answers"] == 3
+
+
+@pytest.mark.parametrize(("edit", "words"), [
+    (lambda df: df.assign(**{"attributes.retrieval.documents": df["attributes.retrieval.documents"].map(
+        lambda v: "[{'document.content': 'x'" if isinstance(v, list) else v)}),
+     "row 3, field 'attributes.retrieval.documents': expected a list (JSON or a Python literal)"),
+    (lambda df: df.drop(columns=["context.trace_id"]),
+     "field 'context.trace_id': no such column: not a span table"),
+])
+def test_a_broken_csv_span_table_names_row_and_column_and_writes_nothing(tmp_path, edit, words):
+    df = pd.read_json(EXAMPLES / "phoenix-spans.jsonl", lines=True, dtype=False)
+    df = df.set_index("context.span_id", drop=False)
+    src = tmp_path / "spans.csv"
+    edit(df).to_csv(src)
+    with pytest.raises(InputError) as err:
+        import_workspace("openinference", src, CORPUS, tmp_path / "ws")
+    assert str(err.value).startswith(f"{src}: ") and words in str(err.value)
+    assert [p.name for p in tmp_path.iterdir()] == ["spans.csv"]
+
+
+def test_a_csv_of_another_kind_is_named_as_such(tmp_path, capsys):
+    src = tmp_path / "spans.csv"
+    src.write_text("user_input,response\nq,a\n")
+    assert main(["import", "openinference", str(src), "--corpus", str(CORPUS), "--out", str(tmp_path / "ws")]) == 2
+    err = capsys.readouterr().err
+    assert "a CSV table without a context.span_id column (columns: user_input, response)" in err
+    assert "reads JSON spans" in err and err.count("\n") == 1 and not (tmp_path / "ws").exists()

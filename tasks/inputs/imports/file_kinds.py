@@ -72,12 +72,13 @@ def _zip_kind(raw: bytes) -> str:
     return "zip archive"
 
 
-def not_read(path: Path, found: str, fmt: str) -> InputError:
-    """The one-line error for a file in a format the importer `fmt` does not read."""
+def not_read(path: Path, found: str, fmt: str, described: str | None = None) -> InputError:
+    """The one-line error for a file in a format the importer `fmt` does not read; `found`
+    names the format, `described` (optional) says it in full."""
     hint = " (decompress or extract it first)" if found in ("gzip", "bzip2", "xz", "zstd", "7-Zip", "zip archive") \
         else " (save it as UTF-8)" if found == "UTF-16 text" else ""
-    return InputError(Path(path), None, None, f"a {found} file, by its first bytes: `ragspan import {fmt}` "
-                                              f"reads {ACCEPTED[fmt]}{hint}")
+    what = described or f"{'an' if found[0] in 'AEIO' or found.startswith('HDF') else 'a'} {found} file, by its first bytes"
+    return InputError(Path(path), None, None, f"{what}: `ragspan import {fmt}` reads {ACCEPTED[fmt]}{hint}")
 
 
 def read_bytes(path: Path) -> bytes:

@@ -25,7 +25,8 @@ from ragspan.tasks.inputs.load.files import (
 )
 
 FORMS = ("one JSON object a line, JSON objects one after another (pretty-printed or not), "
-         "a JSON array of objects, or an OTLP ExportTraceServiceRequest")
+         "a JSON array of objects, or an OTLP ExportTraceServiceRequest; or a span table as Parquet or CSV "
+         "with Phoenix's columns (context.span_id, …)")
 _SPACE = re.compile(r"[ \t\r\n]*")
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
 

@@ -88,6 +88,10 @@ def _objects(path: Path, raw: bytes) -> tuple[list[tuple[int, dict]], list[str]]
     if span_table.looks_like_csv_table(text):
         rows, columns = span_table.csv_rows(path, text)
         return rows, span_table.check_columns(path, columns)
+    header = span_table.csv_header(text)
+    if header:
+        raise not_read(path, "CSV", "openinference",
+                       f"a CSV table without a context.span_id column (columns: {', '.join(header)})")
     return read_objects(path, raw), []
 
 

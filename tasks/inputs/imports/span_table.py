@@ -43,14 +43,20 @@ READ_COLUMNS = ("parent_id", "span_kind|attributes.openinference.span.kind", "at
 
 def looks_like_csv_table(text: str) -> bool:
     """A CSV span table: its header (first line) names `context.span_id` as a column."""
-    first = text.lstrip("\ufeff").split("\n", 1)[0]
+    return "context.span_id" in csv_header(text)
+
+
+def csv_header(text: str) -> list[str]:
+    """The columns of the first line if it reads as a CSV header of two or more names (not
+    the start of JSON), else []."""
+    first = text.lstrip("\ufeff").split("\n", 1)[0].rstrip("\r")
     if first.lstrip().startswith(("{", "[")):
-        return False
+        return []
     try:
         header = next(csv.reader([first]), [])
     except csv.Error:
-        return False
-    return "context.span_id" in header
+        return []
+    return header if len(header) > 1 and all(h.strip() for h in header) else []
 
 
 def parquet_rows(path: Path, raw: bytes) -> tuple[list[tuple[int, dict]], list[str]]:
