@@ -9,7 +9,11 @@ that could not be mapped; `workspace.write_workspace` writes them as a data dire
 (docs/inputs.md), all or nothing.
 
     ragas          RAGAS EvaluationDataset JSONL / CSV (ragas.py)
-    openinference  OpenInference spans, JSONL as Phoenix exports them, or OTLP/JSON (openinference.py)
+    openinference  OpenInference spans, JSONL as Phoenix exports them, or OTLP/JSON (openinference.py);
+                   Phoenix's span dataframe as Parquet or CSV (span_table.py)
+
+A file's first bytes say what it is (file_kinds.py): Parquet is read as Parquet whatever
+its name; a format the importer does not read (gzip, zip, Excel, SQLite…) is one error line.
     mapping        any JSONL / CSV / Parquet with --map FIELD=COLUMN (mapping.py)
 """
 
