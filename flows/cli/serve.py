@@ -50,7 +50,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
           flush=True)
     # The runner handles SIGTERM: it stops polling and cancels in-flight runs (their outputs
     # are atomic: the previous results stay). query_seconds bounds event → run start.
-    from ragspan.flows import local_server
+    from ragspan.tasks.supervision import local_server
 
     with local_server.in_use():  # a recorded local server never idles out under a serving runner
         serve(dep, print_starting_message=False, query_seconds=args.poll)
@@ -65,7 +65,7 @@ def cmd_server_start(args: argparse.Namespace) -> int:
     in `<state>/server/server.json` so later commands use it (tasks/supervision/local_server.py).
     SIGTERM/SIGINT are passed on; with --idle-stop it also stops once idle. The exit code
     is the server's."""
-    from ragspan.flows import local_server
+    from ragspan.tasks.supervision import local_server
 
     home = os.environ["PREFECT_HOME"]
     running = local_server.read_record()
@@ -118,7 +118,7 @@ def _die_with_parent() -> None:
 
 
 def cmd_server_status(args: argparse.Namespace) -> int:
-    from ragspan.flows import local_server
+    from ragspan.tasks.supervision import local_server
 
     rec = local_server.read_record()
     if rec is None:
@@ -142,7 +142,7 @@ def cmd_server_status(args: argparse.Namespace) -> int:
 
 
 def cmd_server_stop(args: argparse.Namespace) -> int:
-    from ragspan.flows import local_server
+    from ragspan.tasks.supervision import local_server
 
     rec = local_server.stop()
     print(f"stopped the ragspan server at {rec['url']} (pid {rec['pid']})" if rec else
