@@ -138,8 +138,8 @@ def settle_api(log: Callable[[str], None]) -> tuple[str | None, str]:
     the local server (found or started, tasks/supervision/local_server.py), else (None, "ephemeral").
     An API that does not answer is one NoServer error, before anything runs: else every
     Prefect call would retry for a minute and end in a traceback."""
-    from ragspan.tasks.supervision import local_server
     from ragspan.tasks.errors import NoServer
+    from ragspan.tasks.supervision import local_server
     from ragspan.tasks.supervision.runtime import api_answers
 
     url, how = local_server.ensure_server(log=log)
