@@ -116,3 +116,34 @@ def test_analyse_is_the_judges_own_reading(text):
     fresh = analyse(text)
     toks = tokens(text)
     assert [t.start for t in toks] == fresh.starts and [t.end for t in toks] == fresh.ends
+
+
+def test_the_local_judge_reads_chunks_from_the_index_and_judges_the_same(tmp_path, monkeypatch):
+    """Verdicts, quotes and marks with the index's analyses are those without them; the
+    chunks' profiles were read from the arrays (the windows-like texts tokenised)."""
+    from ragspan.tasks.judges.base import JudgeRuntime, JudgeSpec
+    from ragspan.tasks.judges.local import LocalJudge
+    from ragspan.tasks.judges.verifier import bulk, chunks, profiles
+
+    corpus, table = _tables(TEXTS, halves=False)
+    built = index_build(_Tables(table, corpus), tmp_path / "index")
+    passages = [t for t in TEXTS if t.strip()] + ["A window: The café opened in 1998 and Tokyo's population."]
+    claims = ["The café opened in 1998.", "Prices rose 3.5 % in v2.4.1.", "Tokyo's population is small.",
+              "The Zürich office is not naïve.", "Dr. Smith works at NASA."]
+    items = [(c, passages, "When did the café open?", k == 0) for k, c in enumerate(claims)]
+
+    def judged(index_dir):
+        profiles.passage_profile.cache_clear()
+        profiles.passage_norms.cache_clear()
+        bulk.BULK.cache_clear()
+        return LocalJudge(JudgeSpec(), JudgeRuntime(index_dir=index_dir)).judge_many(items)
+
+    stored = []
+    real = profiles._stored_profile
+    monkeypatch.setattr(profiles, "_stored_profile", lambda w: stored.append(w) or real(w))
+    fresh = judged(None)
+    assert not stored
+    from_index = judged(str(built.path))
+    assert from_index == fresh
+    assert 0 < len(stored) <= len(passages) - 1  # the window is no chunk: tokenised
+    chunks.use_index(None)

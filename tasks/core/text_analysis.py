@@ -267,12 +267,16 @@ class ChunkAnalyses:
         starts = self._span(self._starts, row).astype(np.int64)
         at = self._span(self._forms, row)
         sents = self._span(self._sents, row).tolist()
-        norms = self._norms
-        missing = [k for k in set(at.tolist()) if k not in norms]
+        places = at.tolist()
+        # this row's norms from the process's table, the missing ones read (a local dict: the
+        # shared one may be cleared by another thread meanwhile)
+        mine = {k: self._norms.get(k) for k in places}
+        missing = [k for k, v in mine.items() if v is None]
         if missing:
-            if len(norms) + len(missing) > _MAX_NORMS:  # a bound on memory, not a correctness matter
-                norms.clear()
-                missing = list(set(at.tolist()))
-            norms.update(zip(missing, self._norm_column.take(pa.array(missing)).to_pylist()))
-        return Words(starts.tolist(), (starts + self._lengths[at]).tolist(), list(map(norms.__getitem__, at.tolist())),
+            if len(self._norms) + len(missing) > _MAX_NORMS:  # a bound on memory, not a correctness matter
+                self._norms.clear()
+            read = dict(zip(missing, self._norm_column.take(pa.array(missing)).to_pylist()))
+            mine.update(read)
+            self._norms.update(read)
+        return Words(starts.tolist(), (starts + self._lengths[at]).tolist(), list(map(mine.__getitem__, places)),
                      self._flags[at].tolist(), list(zip(sents[0::2], sents[1::2])))
