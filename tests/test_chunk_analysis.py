@@ -139,11 +139,17 @@ def test_the_local_judge_reads_chunks_from_the_index_and_judges_the_same(tmp_pat
         return LocalJudge(JudgeSpec(), JudgeRuntime(index_dir=index_dir)).judge_many(items)
 
     stored = []
-    real = profiles._stored_profile
-    monkeypatch.setattr(profiles, "_stored_profile", lambda w: stored.append(w) or real(w))
+
+    def words_of(text):
+        found = chunks.words_of(text)
+        stored.extend([text] if found is not None else [])
+        return found
+
+    monkeypatch.setattr(profiles, "words_of", words_of)
+    monkeypatch.setattr(bulk, "words_of", words_of)
     fresh = judged(None)
     assert not stored
     from_index = judged(str(built.path))
     assert from_index == fresh
-    assert 0 < len(stored) <= len(passages) - 1  # the window is no chunk: tokenised
+    assert set(stored) == set(passages[:-1])  # every chunk read from the index; the window (no chunk) tokenised
     chunks.use_index(None)

@@ -222,11 +222,11 @@ _SLOW_BUILD = textwrap.dedent("""
     from ragspan.tasks.steps import index_build as ib
     from ragspan.tasks.steps.corpus_search import _Tables, index_build
     ib.BATCH_ROWS = 4
-    slow = ib.joined_terms
-    def joined_terms(texts):
+    slow = ib.analysed_terms
+    def analysed_terms(texts):
         import time; time.sleep(0.5)
         return slow(texts)
-    ib.joined_terms = joined_terms
+    ib.analysed_terms = analysed_terms
     chunks, corpus = pickle.loads(Path(sys.argv[1]).read_bytes())
     index_build(_Tables(chunks, corpus), Path(sys.argv[2]))
 """)

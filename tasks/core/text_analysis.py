@@ -23,13 +23,16 @@ the text's own size (12 with 64-bit ids and int32 offsets: twice it).
 
 from __future__ import annotations
 
-from bisect import bisect_left
+import threading
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import chain
 from operator import add
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 from ragspan.tasks.core.arrow_rows import BatchedRows
@@ -142,17 +145,23 @@ class AnalysedTexts:
 
 def analysed(texts: Sequence[str]) -> AnalysedTexts:
     """`analyse` of each text, as arrays."""
-    every = [analyse(t) for t in texts]
-    forms = sorted({f for a in every for f in a.forms})
+    return as_arrays([analyse(t) for t in texts])
+
+
+def as_arrays(every: Sequence[Analysis]) -> AnalysedTexts:
+    """Analyses as arrays: flattened in C (chain), each distinct form hashed once."""
+    all_forms = np.fromiter(chain.from_iterable(a.forms for a in every), dtype=object)
+    codes, distinct = pd.factorize(all_forms) if len(all_forms) else (np.zeros(0, np.int64), np.zeros(0, object))
+    forms = list(distinct)
     ids = ids_of(forms)
-    id_of = dict(zip(forms, ids.tolist()))
     lengths = np.fromiter((len(a.forms) for a in every), dtype=np.int64, count=len(every))
     offsets = pa.array(np.r_[0, np.cumsum(lengths)].astype(np.int32))
-    flat_forms = pa.array([id_of[f] for a in every for f in a.forms], type=pa.uint64())
-    flat_starts = pa.array([s for a in every for s in a.starts], type=pa.int32())
+    flat_forms = pa.array(ids[codes], type=pa.uint64())
+    flat_starts = pa.array(np.fromiter(chain.from_iterable(a.starts for a in every), dtype=np.int32), type=pa.int32())
     s_len = np.fromiter((2 * len(a.sentences) for a in every), dtype=np.int64, count=len(every))
     s_offsets = pa.array(np.r_[0, np.cumsum(s_len)].astype(np.int32))
-    flat_sents = pa.array([x for a in every for ij in a.sentences for x in ij], type=pa.int32())
+    flat_sents = pa.array(np.fromiter(chain.from_iterable(chain.from_iterable(a.sentences) for a in every),
+                                      dtype=np.int32), type=pa.int32())
     table = pa.table({
         "word_start": pa.ListArray.from_arrays(offsets, flat_starts),
         "word_form": pa.ListArray.from_arrays(offsets, flat_forms),
@@ -203,12 +212,20 @@ class Words:
 
     starts: list[int]
     ends: list[int]
-    norms: list[str]
-    flags: list[int]
+    infos: list[WordInfo]  # per word, its form's word_info as stored (norm and flags)
     sentences: list[tuple[int, int]]
 
+    @property
+    def norms(self) -> list[str]:
+        return [i.norm for i in self.infos]
 
-_MAX_NORMS = 1 << 20
+    @property
+    def flags(self) -> list[int]:
+        return list(map(flags_of, self.infos))
+
+
+def _info(norm: str, flags: int) -> WordInfo:
+    return WordInfo(norm, bool(flags & NUMBER), bool(flags & ENTITY), bool(flags & NEGATION), not flags & CONTENT)
 
 
 def _mapped(path: Path) -> pa.Table:
@@ -229,12 +246,12 @@ class ChunkAnalyses:
         self._starts = [self._list(table, "word_start", b) for b in range(table.column("word_start").num_chunks)]
         self._forms = [self._list(table, "word_form", b) for b in range(table.column("word_form").num_chunks)]
         self._sents = [self._list(table, "sentences", b) for b in range(table.column("sentences").num_chunks)]
-        self._batch_lo = np.cumsum([0] + [len(o) - 1 for o, _ in self._starts])
+        self._batch_lo = np.cumsum([0] + [len(o) - 1 for o, _ in self._starts]).tolist()
         forms = _mapped(index_dir / FORMS_FILE)
-        self._lengths = pc.utf8_length(forms.column("form")).to_numpy().astype(np.int64)
-        self._flags = forms.column("flags").to_numpy()
-        self._norm_column = forms.column("norm")
-        self._norms: dict[int, str] = {}  # form position -> norm, as read (cleared past _MAX_NORMS)
+        self._forms_table = forms
+        self._lengths: list[int] = []  # per form: its length and its WordInfo, read at the first row asked for
+        self._infos: list[WordInfo] = []
+        self._lock = threading.Lock()
 
     @staticmethod
     def _list(table: pa.Table, name: str, batch: int) -> tuple[np.ndarray, np.ndarray]:
@@ -256,27 +273,27 @@ class ChunkAnalyses:
             rows[found[[h != texts[k] for h, k in zip(held, found.tolist())]]] = -1
         return rows
 
-    def _span(self, parts: list[tuple[np.ndarray, np.ndarray]], row: int) -> np.ndarray:
-        b = int(np.searchsorted(self._batch_lo, row, side="right")) - 1
-        offsets, values = parts[b]
-        r = row - int(self._batch_lo[b])
-        return values[offsets[r]:offsets[r + 1]]
+    def _per_form(self) -> tuple[list[int], list[WordInfo]]:
+        """Every form's length and WordInfo as Python lists, so a row's words are one
+        C-level list lookup each (NumPy's fancy indexing of ~100 values costs more than
+        that). One WordInfo per distinct (norm, flags): a few MB at 100k chunks."""
+        with self._lock:
+            if not self._infos and self._forms_table.num_rows:
+                one: dict[tuple[str, int], WordInfo] = {}
+                norms, flags = self._forms_table.column("norm").to_pylist(), self._forms_table.column("flags").to_pylist()
+                self._infos = [one.get(k) or one.setdefault(k, _info(*k)) for k in zip(norms, flags)]
+                self._lengths = pc.utf8_length(self._forms_table.column("form")).to_pylist()
+        return self._lengths, self._infos
 
     def words(self, row: int) -> Words:
         """The words and sentences of chunk row `row`."""
-        starts = self._span(self._starts, row).astype(np.int64)
-        at = self._span(self._forms, row)
-        sents = self._span(self._sents, row).tolist()
-        places = at.tolist()
-        # this row's norms from the process's table, the missing ones read (a local dict: the
-        # shared one may be cleared by another thread meanwhile)
-        mine = {k: self._norms.get(k) for k in places}
-        missing = [k for k, v in mine.items() if v is None]
-        if missing:
-            if len(self._norms) + len(missing) > _MAX_NORMS:  # a bound on memory, not a correctness matter
-                self._norms.clear()
-            read = dict(zip(missing, self._norm_column.take(pa.array(missing)).to_pylist()))
-            mine.update(read)
-            self._norms.update(read)
-        return Words(starts.tolist(), (starts + self._lengths[at]).tolist(), list(map(mine.__getitem__, places)),
-                     self._flags[at].tolist(), list(zip(sents[0::2], sents[1::2])))
+        lengths, infos = self._per_form()
+        b = bisect_right(self._batch_lo, row) - 1
+        r = row - self._batch_lo[b]
+        (offsets, starts), (_, forms), (s_offsets, sents) = self._starts[b], self._forms[b], self._sents[b]
+        lo, hi = offsets[r], offsets[r + 1]
+        start = starts[lo:hi].tolist()
+        places = forms[lo:hi].tolist()
+        bounds = sents[s_offsets[r]:s_offsets[r + 1]].tolist()
+        return Words(start, list(map(add, start, map(lengths.__getitem__, places))), list(map(infos.__getitem__, places)),
+                     list(zip(bounds[0::2], bounds[1::2])))

@@ -44,15 +44,16 @@ from ragspan.tasks.code_identity import code_hash
 from ragspan.tasks.core.arrow_rows import BatchedRows
 from ragspan.tasks.core.chunk_split import MAX_GAP
 from ragspan.tasks.core.corpus_identity import text_hashes
-from ragspan.tasks.core.text import content_norms
+from ragspan.tasks.core.text import content_norms, content_norms_of
 from ragspan.tasks.core.text_analysis import (
     ANALYSIS_FILE,
     CHUNKS_FILE,
     FORMS_FILE,
     FORMS_SCHEMA,
     AnalysedTexts,
-    analysed,
+    analyse,
     analysis_schema,
+    as_arrays,
     forms_table,
     offset_type,
     with_ids,
@@ -108,8 +109,11 @@ def joined_terms(texts: list[str]) -> list[str]:
 
 def analysed_terms(texts: list[str]) -> tuple[list[str], AnalysedTexts]:
     """The texts' joined_terms and their analysis (tasks/core/text_analysis.py): the one
-    pass over a new chunk text, in the tokenising workers too (spawn-safe)."""
-    return joined_terms(texts), analysed(texts)
+    pass over a new chunk text, in the tokenising workers too (spawn-safe). The terms are
+    the content norms of the analysis's words (`content_norms` reads the same
+    WORD_PATTERN matches: one regex pass, not two)."""
+    every = [analyse(t) for t in texts]
+    return [" ".join(content_norms_of(a.forms)) for a in every], as_arrays(every)
 
 
 def texts_of(corpus: pd.DataFrame, positions: np.ndarray) -> list[str]:

@@ -19,7 +19,7 @@ from operator import attrgetter
 from pathlib import Path
 
 from ragspan.tasks.core.text import WORD_PATTERN, norm_set, word_info
-from ragspan.tasks.core.text_analysis import CONTENT, ENTITY, NEGATION, NUMBER, Words, analyse
+from ragspan.tasks.core.text_analysis import analyse
 from ragspan.tasks.judges.verifier.chunks import words_of
 from ragspan.tasks.judges.verifier.tokens import (
     MATCH_INFO,
@@ -298,10 +298,11 @@ def passage_profile(passage: str) -> Passage:
     same arrays either way (tasks/core/text_analysis.py computes both)."""
     stored = words_of(passage)
     if stored is not None:
-        return _stored_profile(stored)
-    found = analyse(passage)
-    starts, ends, bounds = found.starts, found.ends, found.sentences
-    infos = list(map(MATCH_INFO.__getitem__, found.forms))
+        starts, ends, infos, bounds = stored.starts, stored.ends, stored.infos, stored.sentences
+    else:
+        found = analyse(passage)
+        starts, ends, bounds = found.starts, found.ends, found.sentences
+        infos = list(map(MATCH_INFO.__getitem__, found.forms))
     norms = tuple(map(_norm_of, infos))
     return Passage(
         starts=tuple(starts), ends=tuple(ends), norms=norms,
@@ -311,15 +312,3 @@ def passage_profile(passage: str) -> Passage:
         all_norms=frozenset(norms),
     )
 
-
-def _stored_profile(w: Words) -> Passage:
-    """passage_profile of a chunk, from its stored words (flags: text_analysis.flags_of)."""
-    norms = tuple(w.norms)
-    flags = w.flags
-    return Passage(
-        starts=tuple(w.starts), ends=tuple(w.ends), norms=norms,
-        content=tuple(bool(f & CONTENT) for f in flags), negs=tuple(bool(f & NEGATION) for f in flags),
-        numbers=tuple(bool(f & NUMBER) for f in flags), entities=tuple(bool(f & ENTITY) for f in flags),
-        sents=tuple(w.sentences), sent_sets=tuple(frozenset(norms[i:j]) for i, j in w.sentences),
-        all_norms=frozenset(norms),
-    )
