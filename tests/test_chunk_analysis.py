@@ -77,10 +77,11 @@ def test_a_text_no_chunk_holds_is_not_found(tmp_path):
     assert held.rows_of(["not a chunk", TEXTS[0]]).tolist() == [-1, -1]
 
 
-def test_an_updated_index_equals_a_fresh_build_arrays_included(tmp_path):
+def test_an_updated_index_equals_a_fresh_build_arrays_included(tmp_path, monkeypatch):
     corpus, chunks = _tables(TEXTS)
     root = tmp_path / "index"
     first = index_build(_Tables(chunks, corpus), root)
+    monkeypatch.setattr(ib, "_ANALYSED_AT_ONCE", 3)  # the texts analysed in parts, joined
     changed = corpus.copy()
     changed.loc[1, "text"] = "Brand new words: ornithopter 42 kg.\r\n" + changed.loc[1, "text"]
     changed.loc[3, "text"] = TEXTS[0]  # a text the previous index held: looked up, not analysed

@@ -170,6 +170,17 @@ def as_arrays(every: Sequence[Analysis]) -> AnalysedTexts:
     return AnalysedTexts(table, ids, forms)
 
 
+def joined(parts: Sequence[AnalysedTexts]) -> AnalysedTexts:
+    """Several texts' arrays as one (their tables one after the other, their forms once)."""
+    if len(parts) == 1:
+        return parts[0]
+    ids = np.concatenate([p.form_ids for p in parts]) if parts else np.zeros(0, dtype=np.uint64)
+    forms = [f for p in parts for f in p.forms]
+    _, first = np.unique(ids, return_index=True)
+    table = pa.concat_tables([p.table for p in parts]) if parts else ANALYSIS_SCHEMA.empty_table()
+    return AnalysedTexts(table, ids[first], [forms[k] for k in first.tolist()])
+
+
 def forms_table(form_ids: np.ndarray, forms: list[str]) -> pa.Table:
     """FORMS_FILE's table of these distinct forms (ids unique), sorted by id: each form's
     norm, norm id and flags computed from the form alone — the same whoever wrote it."""

@@ -55,6 +55,7 @@ from ragspan.tasks.core.text_analysis import (
     analysis_schema,
     as_arrays,
     forms_table,
+    joined,
     offset_type,
     with_ids,
     with_places,
@@ -73,6 +74,7 @@ INDEX_LAYOUT = "tantivy-6"
 _WRITER_HEAP = 256_000_000  # one writer thread: one segment up to ~1M chunks, stable doc order
 BATCH_ROWS = 32_768  # rows made, written and indexed at a time
 TOKENISE_WORKERS = 2
+_ANALYSED_AT_ONCE = 2048
 POOL_MIN_TEXTS = 150_000  # fewer texts to tokenise: spawning workers (~2 s of imports each) does not pay
 _IN_FLIGHT = 3  # batches prepared ahead of the one being written (their texts in memory)
 
@@ -112,8 +114,15 @@ def analysed_terms(texts: list[str]) -> tuple[list[str], AnalysedTexts]:
     pass over a new chunk text, in the tokenising workers too (spawn-safe). The terms are
     the content norms of the analysis's words (`content_norms` reads the same
     WORD_PATTERN matches: one regex pass, not two)."""
-    every = [analyse(t) for t in texts]
-    return [" ".join(content_norms_of(a.forms)) for a in every], as_arrays(every)
+    terms: list[str] = []
+    parts: list[AnalysedTexts] = []
+    # A text's analysis as Python objects is ~15× its size (a string per word): made
+    # _ANALYSED_AT_ONCE texts at a time, kept as arrays (a batch at once was +290 MB of heap).
+    for lo in range(0, len(texts), _ANALYSED_AT_ONCE):
+        every = [analyse(t) for t in texts[lo:lo + _ANALYSED_AT_ONCE]]
+        terms += [" ".join(content_norms_of(a.forms)) for a in every]
+        parts.append(as_arrays(every))
+    return terms, joined(parts)
 
 
 def texts_of(corpus: pd.DataFrame, positions: np.ndarray) -> list[str]:
