@@ -24,7 +24,10 @@ from pathlib import Path
 
 from ragspan.tasks.core.text_analysis import ChunkAnalyses, Words
 
-_MAX_KNOWN = 1 << 16  # texts remembered (their rows); past it the table starts again
+# Texts remembered (their rows, or that they are no chunk); past it the tables start again.
+# They hold the texts alive: ~16k texts (~10-25 MB), about one batch of a shard's passages —
+# a passage is looked up again in a later batch at ~5 µs, so more buys little.
+_MAX_KNOWN = 1 << 14
 _lock = threading.Lock()
 _index: ChunkAnalyses | None = None
 _known: dict[str, tuple[ChunkAnalyses, int]] = {}  # text -> (the analyses holding it, its row)
@@ -60,7 +63,7 @@ def prime(texts: Iterable[str]) -> None:
         return
     rows = index.rows_of(new).tolist()
     with _lock:
-        if len(_known) + len(new) > _MAX_KNOWN or len(_asked) > _MAX_KNOWN:
+        if len(_known) + len(_asked) + len(new) > _MAX_KNOWN:
             _known.clear()
             _asked.clear()
         for text, row in zip(new, rows):
