@@ -144,7 +144,7 @@ def _load(index_dir: str) -> tuple[tantivy.Searcher, tantivy.Schema, BatchedRows
 
 def index_chunks(index_dir: str) -> pa.Table:
     """Every indexed chunk (chunk_id, doc_id, char_start, char_end, text, gaps, hashes,
-    terms: index_build.ROW_SCHEMA), memory-mapped:
+    index_build.ROW_SCHEMA; BM25's terms are not kept: derived from the analysis), memory-mapped:
     where each chunk sits in its document (tasks/steps/boundary.py joins neighbours)."""
     return _load(index_dir)[2].table
 

@@ -1,9 +1,11 @@
 """index_build: the corpus index's files written, from the previous index where it can.
 
-An index (tasks/steps/corpus_search.py searches it) is two things in one store entry:
+An index (tasks/steps/corpus_search.py searches it) is three things in one store entry:
 `chunks.arrow`, one row per chunk in the chunk table's order (its place, its text, the
-text between it and its neighbours, its document's hash, its text's hash and the terms
-BM25 indexed), and a tantivy index whose documents are those rows' `terms`, in that order.
+text between it and its neighbours, its document's hash, its text's hash), the chunks'
+analyses row for row (`analysis.arrow`, `forms.arrow`: tasks/core/text_analysis.py), and
+a tantivy index whose documents are those rows' terms (their content words' norms), in
+that order.
 
 A corpus change used to rebuild both whole: at 1M chunks ~87 s, of which ~34 s tokenising
 every chunk. Now the previous index (the most recently used whole one of the same store;
@@ -11,7 +13,7 @@ a damaged one is moved aside, never read) gives every row of a document whose ha
 unchanged (the hash covers the text and the chunk rows, tasks/core/corpus_identity.py: the
 rows are identical by construction), and the terms of any chunk text it already held (by
 text hash, the texts compared); only texts never seen are tokenised. tantivy is written
-anew from the `terms` column in row order — its BM25 statistics then count exactly the
+anew from the rows' terms in row order (a kept row's read from its stored analysis) — its BM25 statistics then count exactly the
 rows of this snapshot, as a fresh build's do (tantivy-py has no merge, and deleted
 documents would linger in doc_freq and the token count: docs/decisions.md #57).
 
@@ -32,7 +34,7 @@ from concurrent.futures import Executor, Future
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -48,6 +50,7 @@ from ragspan.tasks.core.text import content_norms, content_norms_of
 from ragspan.tasks.core.text_analysis import (
     ANALYSIS_FILE,
     CHUNKS_FILE,
+    CONTENT,
     FORMS_FILE,
     FORMS_SCHEMA,
     AnalysedTexts,
@@ -81,7 +84,7 @@ _IN_FLIGHT = 3  # batches prepared ahead of the one being written (their texts i
 ROW_SCHEMA = pa.schema([
     ("chunk_id", pa.string()), ("doc_id", pa.string()), ("char_start", pa.int64()), ("char_end", pa.int64()),
     ("text", pa.string()), ("gap_before", pa.string()), ("gap_after", pa.string()),
-    ("doc_hash", pa.uint64()), ("text_hash", pa.uint64()), ("terms", pa.large_string()),
+    ("doc_hash", pa.uint64()), ("text_hash", pa.uint64()),
 ])
 
 
@@ -268,6 +271,27 @@ class Previous:
         taken = self.analysis.take(rows, analysis_schema().names)
         return with_ids(taken, self.forms.column("form_id").to_numpy(), offsets)
 
+    @cached_property
+    def _is_term(self) -> np.ndarray:
+        """Per form of the previous index: is it a term BM25 indexes (a content word with a
+        norm: text.content_norms' rule)."""
+        flags = self.forms.column("flags").to_numpy()
+        named = pc.not_equal(self.forms.column("norm"), "").to_numpy(zero_copy_only=False)
+        return (flags & CONTENT).astype(bool) & named
+
+    def terms(self, rows: np.ndarray) -> list[str]:
+        """These rows' joined_terms, from their stored analyses (in C: the content words'
+        norms taken and joined by Arrow) — equal to joined_terms of their texts, since an
+        index is only reused by code of the same analysis (index_format)."""
+        if not len(rows):
+            return []
+        forms = self.analysis.take(rows, ["word_form"]).column("word_form").combine_chunks()
+        places = forms.values.to_numpy().astype(np.int64)
+        keep = self._is_term[places]
+        offsets = np.r_[0, np.cumsum(keep)][forms.offsets.to_numpy()].astype(np.int32)
+        norms = self.forms.column("norm").combine_chunks().take(pa.array(places[keep]))
+        return pc.binary_join(pa.ListArray.from_arrays(pa.array(offsets), norms), " ").to_pylist()
+
     def form_strings(self, ids: np.ndarray) -> list[str]:
         """The forms of these ids (every one of them a form of the previous index's rows)."""
         held = self.forms.column("form_id").to_numpy()
@@ -302,7 +326,7 @@ class KnownTerms:
         return rows
 
     def terms(self, rows: np.ndarray) -> list[str]:
-        return self._previous.take(rows, ["terms"]).column("terms").to_pylist() if len(rows) else []
+        return self._whole.terms(rows) if len(rows) and self._whole is not None else []
 
     def analysis(self, rows: np.ndarray) -> pa.Table:
         if not len(rows) or self._whole is None:
@@ -361,6 +385,7 @@ def _prepared(plan: RowPlan, lo: int, hi: int, corpus: pd.DataFrame, known: Know
 @dataclass(frozen=True)
 class _BatchTables:
     rows: pa.Table  # ROW_SCHEMA
+    terms: list[str]  # row for row: tantivy's bodies (not kept in chunks.arrow: the analysis holds them)
     analysis: pa.Table  # analysis_schema(offsets) with form ids, row for row
     new_forms: AnalysedTexts  # the forms of the texts analysed now
     taken_forms: np.ndarray  # the form ids of the rows' analyses taken from the previous index
@@ -380,7 +405,7 @@ def _batch_table(plan: RowPlan, batch: _Batch, previous: Previous | None, known:
     made = pa.table({
         "chunk_id": plan.chunk_id[rows], "doc_id": plan.doc_id[rows], "char_start": plan.start[rows],
         "char_end": plan.end[rows], **batch.columns, "doc_hash": plan.doc_hash[rows],
-        "text_hash": batch.text_hash, "terms": terms.tolist(),
+        "text_hash": batch.text_hash,
     }, schema=ROW_SCHEMA)
     # the new rows' analyses: looked up ones, then analysed ones, put back in new-row order
     looked = known.analysis(batch.known_rows[looked_up])
@@ -394,12 +419,13 @@ def _batch_table(plan: RowPlan, batch: _Batch, previous: Previous | None, known:
         else analysis_schema(offsets).empty_table()
     taken_forms = np.unique(np.concatenate([_flat_forms(taken_analysis), _flat_forms(looked)]))
     if not len(batch.kept):
-        return _BatchTables(made, new_analysis, made_analysis, taken_forms)
+        return _BatchTables(made, terms.tolist(), new_analysis, made_analysis, taken_forms)
     taken = previous.rows.take(batch.previous_rows, ROW_SCHEMA.names)
     place = np.empty(batch.hi - batch.lo, dtype=np.int64)
     place[batch.kept] = np.arange(len(batch.kept))
     place[batch.new] = len(batch.kept) + np.arange(len(batch.new))
-    return _BatchTables(pa.concat_tables([taken, made]).take(pa.array(place)),
+    every_terms = np.concatenate([np.array(previous.terms(batch.previous_rows), dtype=object), terms])
+    return _BatchTables(pa.concat_tables([taken, made]).take(pa.array(place)), every_terms[place].tolist(),
                         pa.concat_tables([taken_analysis, new_analysis]).take(pa.array(place)),
                         made_analysis, taken_forms)
 
@@ -548,7 +574,7 @@ def _write_batch(batch: _Batch, plan: RowPlan, previous: Previous | None, known:
     out[0].write_table(table)
     out[1].write_table(made.analysis)
     forms.add(made)
-    for row, body in enumerate(table.column("terms").to_pylist(), start=batch.lo):
+    for row, body in enumerate(made.terms, start=batch.lo):
         writer.add_document(tantivy.Document(row=row, body=body))
     looked_up = int((batch.known_rows >= 0).sum())
     return np.array([len(batch.kept), looked_up, len(batch.new) - looked_up])
