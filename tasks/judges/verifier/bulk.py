@@ -23,6 +23,7 @@ from itertools import chain
 
 import numpy as np
 from ragspan.tasks.core.text import norm_set
+from ragspan.tasks.judges.verifier.chunks import words_of
 from ragspan.tasks.judges.verifier.profiles import claim_content
 
 Item = tuple[str, Sequence[str], str, bool]  # (claim, passages, question, whole_answer)
@@ -81,7 +82,9 @@ class BulkBound:
         if got is None:
             if len(self._passages) >= self.max_passages:
                 self._passages.clear()
-            got = self._passages[passage] = self._sorted_ids(norm_set(passage))
+            stored = words_of(passage)  # a chunk of the index: its stored norms (verifier/chunks.py)
+            norms = frozenset(stored.norms) if stored is not None else norm_set(passage)
+            got = self._passages[passage] = self._sorted_ids(norms)
         return got
 
     def below(self, items: Sequence[Item], bound: float) -> list[np.ndarray | None]:
