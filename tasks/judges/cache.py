@@ -204,8 +204,7 @@ class JudgeCache:
         return n
 
     def __len__(self) -> int:
-        with self._lock:
-            return self._conn.execute("SELECT COUNT(*) FROM judge_calls").fetchone()[0]
+        return self.store.count()  # the store layer's count: one entry per stored call
 
     def close(self) -> None:
         with self._lock:

@@ -96,7 +96,8 @@ def stats(paths: dict[str, Path] | None = None) -> dict[str, dict]:
     for key, r in REGISTRY.items():
         found = _store(key, paths)
         es = found.entries(key)
-        out[key] = {"path": str(paths[key]), "title": r.title, "kind": r.kind, "entries": len(es),
+        out[key] = {"path": str(paths[key]), "title": r.title, "kind": r.kind,
+                    "entries": found.count() if isinstance(found, SqliteStore) else len(es),
                     "bytes": found.bytes() if r.kind == "sqlite" else sum(e.bytes for e in es),
                     "oldest": min((e.used for e in es), default=None),
                     "newest": max((e.used for e in es), default=None), "pruned": r.pruned}
