@@ -93,7 +93,7 @@ class Rules:
     # states every number, name and rare word the claim adds (features.added_words) and
     # conflicts with nothing, carries the claim in other words — `supported`, with P at
     # least this: the share of such claims people left unmarked on the tune half of
-    # RAGTruth dev (0.91; benchmarks/ragtruth --split). 0 turns the rule off.
+    # RAGTruth dev (0.91; benchmarks/ragtruth --split). At or below the threshold the rule is off.
     paraphrase_support: float = 0.9
 
 
@@ -124,8 +124,10 @@ def decide(ps: float, f: Sequence[float], rules: Rules) -> Decision:
         shortfalls.append("new_words")
     if not shortfalls:
         return Decision("supported", ps, (), ())
-    if rules.paraphrase_support > 0 and f[_AT["added"]] == 0 and f[_AT["wcov_w"]] > 0:
+    if rules.paraphrase_support > rules.threshold and f[_AT["added"]] == 0 and f[_AT["wcov_w"]] > 0 and "new_words" not in shortfalls:
         # Nothing the claim adds is absent from the passage: no positive evidence against it.
+        # (A claim restating its question whose own words are mostly missing is not a
+        # paraphrase: its answer is what is missing.)
         return Decision("supported", max(ps, rules.paraphrase_support), (), ("paraphrase",))
     # Not supported: the probability reported agrees with the label.
     capped = min(ps, np.nextafter(rules.threshold, 0.0))

@@ -95,6 +95,15 @@ FEATURES: tuple[str, ...] = (
 ADDED_RARITY = 3.5
 
 
+def _added(claim: Claim, present: frozenset[str]) -> float:
+    """The `added` feature. A "Yes."/"No." or short answer judged as the statement its
+    question makes is never a paraphrase (1.0): the relation the question asks about is
+    what must be found, and it is the question's words, not the answer's."""
+    if claim.polar is not None or not claim.content <= {t.info.norm for t in claim.written}:
+        return 1.0
+    return min(len(added_words(claim, present)), 8) / 8
+
+
 def added_words(claim: Claim, present: frozenset[str]) -> frozenset[str]:
     """The claim's own content (not from its question) that a passage whose norms are
     `present` never states: its numbers, names, and words rarer than ADDED_RARITY.
@@ -233,7 +242,7 @@ def pair_features(claim: Claim, passage: str, full: bool = True) -> PairResult:
                      num_found_all=_share(claim.new_numbers, allp),
                      ent_new_all=names_found(claim, allp, passage),
                      from_question=1 - len(claim.new) / n,
-                     added=min(len(added_words(claim, allp)), 8) / 8)
+                     added=_added(claim, allp))
         return PairResult([feats[f] for f in FEATURES], None, None, None, passage_norms=allp)
     i, j = bw
     wset = frozenset(p.norms[i:j])
@@ -263,7 +272,7 @@ def pair_features(claim: Claim, passage: str, full: bool = True) -> PairResult:
         "wcov_w": wcov_w, "cov_w": len(bset) / n, "wcov_w3": wcov_w3,
         "new_wcov_u3": math.fsum(claim.weights[w] for w in claim.new & u3) / new_tot,
         "len_claim": math.log1p(n) / 3,
-        "added": min(len(added_words(claim, allp)), 8) / 8,
+        "added": _added(claim, allp),
     }
     if full:
         feats.update(_other_features(claim, p, hits, cand, bw, bset, u3, n_used, hit_idx))
