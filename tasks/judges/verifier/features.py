@@ -93,13 +93,21 @@ FEATURES: tuple[str, ...] = (
 # these. Chosen on the tune half of RAGTruth dev (benchmarks/ragtruth --split) among 3.0,
 # 3.5, 4.0, 4.5 and names and numbers alone.
 ADDED_RARITY = 3.5
+# A claim with one of these words speaks of its speaker (features._added).
+_SPEAKER = frozenset(["i", "i'm", "i've", "i'd", "i'll", "me", "my", "mine", "we", "our"])
 
 
 def _added(claim: Claim, present: frozenset[str]) -> float:
     """The `added` feature. A "Yes."/"No." or short answer judged as the statement its
     question makes is never a paraphrase (1.0): the relation the question asks about is
-    what must be found, and it is the question's words, not the answer's."""
+    what must be found, and it is the question's words, not the answer's. Nor is a
+    conversational claim — a question, an exclamation, or one in the first person ("i do
+    too. it's great exercise!"): what it adds is a stance or an experience in common words,
+    which the passage's words cannot confirm (dialogue responses, leave one dataset out:
+    0.703 → 0.786 balanced accuracy with this, 0.814 without the rule)."""
     if claim.polar is not None or not claim.content <= {t.info.norm for t in claim.written}:
+        return 1.0
+    if any(c in claim.text for c in "?!") or any(t.raw.lower() in _SPEAKER for t in claim.written):
         return 1.0
     return min(len(added_words(claim, present)), 8) / 8
 
