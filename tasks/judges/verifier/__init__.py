@@ -133,8 +133,10 @@ def decide(ps: float, f: Sequence[float], rules: Rules) -> Decision:
     # A claim that mostly restates its question and lacks the words it adds is not a
     # paraphrase: its answer is what is missing.
     restating = "new_words" in shortfalls and f[_AT["from_question"]] >= rules.restated
-    if rules.paraphrase_support > rules.threshold and f[_AT["added"]] == 0 and f[_AT["wcov_w"]] > 0 and not restating:
-        # Nothing the claim adds is absent from the passage: no positive evidence against it.
+    if rules.paraphrase_support > rules.threshold and f[_AT["added"]] == 0 and about and not restating:
+        # Nothing the claim adds is absent from the passage, whose window is about the claim
+        # (`about`: half of it there; below, a page on the same subject holds its names and
+        # rare words as often as not): no positive evidence against it.
         return Decision("supported", max(ps, rules.paraphrase_support), (), ("paraphrase",))
     # Not supported: the probability reported agrees with the label.
     capped = min(ps, np.nextafter(rules.threshold, 0.0))
