@@ -190,3 +190,16 @@ def test_explain_prints_the_answer_with_its_marks(sample_results):
     flat = " ".join(r.stdout.split())
     assert f"{sign}{' '.join(first['text'].split())}" in flat
     assert "not supported:" in r.stdout
+
+
+def test_a_correct_claim_writes_no_answer_span_even_when_uncertain():
+    """Issue 41: a correct-but-uncertain claim's doubt is its `uncertain` flag, never an
+    `unsupported` answer span."""
+    from ragspan.tasks.steps.diagnose import answer_spans_for
+
+    answer = "Paris is the capital of France."
+    claim = {"question_id": "q", "claim": answer, "answer_start": 0, "answer_end": len(answer)}
+    d = {"label": "correct", "uncertain": True, "marks_from": True, "marks": "[[0,5,\"unsupported\",null,null]]",
+         "marks_doc": "d"}
+    assert answer_spans_for(claim, d, {"q": answer}) == []
+    assert answer_spans_for(claim, {**d, "label": "synthesis_error"}, {"q": answer})[0]["kind"] == "unsupported"

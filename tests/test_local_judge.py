@@ -305,3 +305,16 @@ def test_a_reply_opening_with_no_negates_nothing_that_follows(judge):
     passage = "Rotten Tomatoes gives the film 92% with an average rating of 8.6/10."
     v = verdict(judge, "No, but it has 92% on Rotten Tomatoes with an average rating of 8.6/10.", passage)
     assert v.verdict == "supported" and "negation differs" not in v.reason, v.reason
+
+
+def test_a_paraphrase_is_supported_and_added_content_is_not(judge):
+    """Issue 41: a claim whose numbers, names and rare words the passage all states is
+    supported though worded otherwise; one that adds a number or a name is not, and that
+    added word is marked."""
+    passage = "The museum opens at nine in the morning and shuts its doors at five in the afternoon on weekdays."
+    (v,) = judge.judge("On weekdays the museum is open from the morning until the afternoon.", [passage])
+    assert v.verdict == "supported" and not v.marks
+    claim = "On weekdays the museum is open until the afternoon, with guided tours by Hendrickson."
+    (w,) = judge.judge(claim, [passage])
+    assert w.verdict != "supported"
+    assert any(claim[m.start:m.end].endswith("Hendrickson") for m in w.marks)

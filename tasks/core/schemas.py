@@ -264,7 +264,8 @@ ANSWER_SPAN_KINDS = ("unsupported", "contradicted")
 
 class AnswerSpans(pa.DataFrameModel):
     """The characters of an answer its evidence does not support, for every claim that is
-    not `correct` (and every uncertain one): `answer[answer_start:answer_end] == text`
+    not `correct` (a `correct` claim, uncertain or not, has none: its doubt is the
+    diagnosis' `uncertain` flag, never an `unsupported` span): `answer[answer_start:answer_end] == text`
     always (code points; answer_byte_* are the UTF-8 byte offsets). A `contradicted` span
     names the evidence that says otherwise: `corpus[doc_id].text[char_start:char_end] ==
     evidence_text`."""

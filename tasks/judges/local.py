@@ -47,7 +47,7 @@ from ragspan.tasks.judges.verifier.chunks import use_index
 from ragspan.tasks.state import spawn_pool
 
 # The local judge's model name in manifests; its version is the verifier's
-# (`local-5.0+<model hash>`), so a new fitted model is a new judge in every cache key.
+# (`local-5.1+<model hash>`), so a new fitted model is a new judge in every cache key.
 LOCAL_JUDGE_MODEL = "ragspan-verifier"
 
 

@@ -17,8 +17,8 @@ validated span; "about it" = `partial`, or `supported` below the threshold. A ju
 failure only decides a claim when no earlier branch already has — a failed call can
 never hide behind, or be turned into, another label.
 
-Answer spans (tasks/core/answer_spans.py): for every claim that is not `correct`, and
-every uncertain one, the marks of the passage its label rests on — the deciding
+Answer spans (tasks/core/answer_spans.py): for every claim that is not `correct` (an
+uncertain `correct` claim has none: its flag says it), the marks of the passage its label rests on — the deciding
 evidence, or for a hallucination the closest passage about it — placed in the answer; a
 hallucination nothing is about is unsupported whole.
 """
@@ -264,7 +264,9 @@ def answer_spans_for(claim: dict, d: dict, answers: dict[str, str]) -> list[dict
     answer = answers.get(claim["question_id"])
     if d["label"] == "unjudged" or a0 is None or a1 is None or answer is None:
         return None
-    if d["label"] == "correct" and not d["uncertain"]:
+    if d["label"] == "correct":
+        # correct, certain or not: nothing of it is unsupported (an uncertain one is
+        # flagged `uncertain` on its diagnosis and sent on by the cascade; issue 41)
         return []
     if not d.get("marks_from"):  # a hallucination nothing in the corpus is about
         return whole_claim(answer, a0, a1)

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 from ragspan.tasks.judges.verifier.conflicts import NEGATION, Span
-from ragspan.tasks.judges.verifier.features import FEATURES, PairResult
+from ragspan.tasks.judges.verifier.features import FEATURES, PairResult, added_words
 from ragspan.tasks.judges.verifier.profiles import Claim
 from ragspan.tasks.judges.verifier.tokens import Token, clause_breaks
 
@@ -107,6 +107,13 @@ def claim_marks(profile: Claim, result: PairResult, conflicts: Sequence[str],
     if at:
         for k, m in zip(at, (model or packaged_word_model()).marked(X), strict=True):
             flags[k] = m
+    # What the claim adds that the passage never states (a number, name or rare word:
+    # the positive evidence a failing verdict rests on) is always marked.
+    added = added_words(profile, result.passage_norms)
+    if added:
+        for k, t in enumerate(profile.written):
+            if t.info.norm in added and not t.info.is_stop:
+                flags[k] = True
     return _spans(profile.text, profile.written, flags, contra)
 
 
