@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from dataclasses import dataclass
 
 from ragspan.tasks.judges.verifier.conflicts import (
@@ -112,12 +113,25 @@ def _added(claim: Claim, present: frozenset[str]) -> float:
     return min(len(added_words(claim, present)), 8) / 8
 
 
+# Ordinals are numbers a paraphrase keeps: "the fourth largest lake" against a passage that
+# never ranks it adds a rank ("first" and "second" left out: they also mean "initially"
+# and a unit of time, which paraphrase rewords).
+_ORDINALS = frozenset(["third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth", "eleventh",
+                       "twelfth", "twentieth", "hundredth", "thousandth"])
+_ORDINAL_DIGITS = re.compile(r"\d+(?:st|nd|rd|th)")
+
+
+def _is_ordinal(norm: str) -> bool:
+    return norm in _ORDINALS or _ORDINAL_DIGITS.fullmatch(norm) is not None
+
+
 def added_words(claim: Claim, present: frozenset[str]) -> frozenset[str]:
     """The claim's own content (not from its question) that a passage whose norms are
-    `present` never states: its numbers, names, and words rarer than ADDED_RARITY.
-    Normalised as every word is (stems, case, numbers by value)."""
+    `present` never states: its numbers (ordinals too), names, and words rarer than
+    ADDED_RARITY. Normalised as every word is (stems, case, numbers by value)."""
     return frozenset(w for w in claim.new - present
-                     if w in claim.numbers or w in claim.entities or claim.weights[w] >= ADDED_RARITY)
+                     if w in claim.numbers or w in claim.entities or claim.weights[w] >= ADDED_RARITY
+                     or _is_ordinal(w))
 
 
 @dataclass(frozen=True, slots=True)
