@@ -73,14 +73,12 @@ def _floor(room: str) -> int:
 def _edges() -> dict[str, set[str]]:
     edges: dict[str, set[str]] = defaultdict(set)
     for name, path in MODULES.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        for target in imported_names(tree, name, path.name == "__init__.py"):
-            if not target.startswith("ragspan"):
-                continue
+        names = {n for n in imported_names(ast.parse(path.read_text(encoding="utf-8")), name,
+                                           path.name == "__init__.py") if n.startswith("ragspan")}
+        for target in names:
             # `from pkg import sub` names pkg and pkg.sub: the submodule is what is imported
-            if any(t.startswith(target + ".") and t in MODULES for t in
-                   imported_names(tree, name, path.name == "__init__.py")) and target in MODULES \
-                    and MODULES[target].name == "__init__.py":
+            if target in MODULES and MODULES[target].name == "__init__.py" and any(
+                    t.startswith(target + ".") and t in MODULES for t in names):
                 continue
             while target and target not in MODULES:
                 target = target.rpartition(".")[0]

@@ -11,12 +11,12 @@ import hashlib
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Literal
 
 from ._dirs import state_dir
 
 LOCK_WAIT_S = 6 * 3600
-LockMode = str  # "exclusive" | "shared"
+LockMode = Literal["exclusive", "shared"]
 
 
 @contextlib.contextmanager
