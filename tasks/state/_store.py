@@ -23,7 +23,7 @@ a fresh file: the judge cache, paid calls) or started anew (the verdict cache: e
 can be computed again), the damaged one moved aside, one warning line.
 
 Policy for a full disk, everywhere: ENOSPC, EDQUOT or EFBIG (a file-size limit) — or for
-SQLite, SQLITE_FULL and the I/O errors `sqlite_heal.no_room` counts as no room — stop the
+SQLite, SQLITE_FULL and the I/O errors `_room.py` counts as no room — stop the
 write with `ragspan.tasks.errors.DiskFull` naming the store, and leave the store as it was:
 never discarded, never moved aside (only SQLite's own verdicts — SQLITE_CORRUPT,
 SQLITE_NOTADB, integrity_check findings — are damage). A store that is only a speed-up
