@@ -139,12 +139,7 @@ def norm_set(text: str) -> frozenset[str]:
 def content_norms(text: str) -> list[str]:
     """Norms of the non-stopword words of `text`, in order, for indexing (no match
     objects; one dict lookup per word)."""
-    return content_norms_of(WORD_PATTERN.findall(text))
-
-
-def content_norms_of(matches: list[str]) -> list[str]:
-    """content_norms of a text whose WORD_PATTERN matches are `matches`."""
-    return [n for n in map(_CONTENT.__getitem__, matches) if n]
+    return [n for n in map(_CONTENT.__getitem__, WORD_PATTERN.findall(text)) if n]
 
 
 @lru_cache(maxsize=16384)

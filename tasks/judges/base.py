@@ -62,10 +62,6 @@ class JudgeRuntime:
     verdict_cache: str | None = None  # the local judge's verdict cache file; None: every pair is judged
     judge_cache: str | None = None  # the openai judge's cache file; None: its default (state dir)
     processes: int = 1  # worker processes a big local judge_many may use; 1 = in-process
-    # the corpus index whose stored chunk analyses the local judge reads for passages that
-    # are its chunks (tasks/judges/verifier/chunks.py); None: every passage tokenised.
-    # Verdicts are the same either way.
-    index_dir: str | None = None
 
 
 class ClaimText(BaseModel):

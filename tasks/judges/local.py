@@ -43,7 +43,6 @@ from ragspan.tasks.judges.base import (
 )
 from ragspan.tasks.judges.verdict_cache import rows_with_cache
 from ragspan.tasks.judges.verifier import Row, model_path, verifier
-from ragspan.tasks.judges.verifier.chunks import use_index
 from ragspan.tasks.state import spawn_pool
 
 # The local judge's model name in manifests; its version is the verifier's
@@ -103,7 +102,6 @@ class LocalJudge:
     def judge_many(self, items: Sequence[JudgeItem | tuple]) -> list[list[Verdict | JudgeFailure]]:
         items = [(i.claim, list(i.passages), i.question, i.whole_answer) for i in judge_items(items)]
         self.stats.calls += len(items)
-        use_index(self.runtime.index_dir)
         # Pairs whose row needs no model (a passage with too few of the claim's words: most
         # pairs at scale) are decided here in bulk, and neither judged nor stored; the others
         # get exactly the rows they would have got beside them (verifier.fixed_rows).
@@ -134,16 +132,15 @@ class LocalJudge:
         the support it competes with for the claim's marks (verifier.Verifier.rows)."""
         processes = self.runtime.processes
         pool = _pool_for(sum(len(i[1]) for i in items), processes)
-        index = self.runtime.index_dir
         if pool is None:
-            return _judge_rows(self._model, items, index)
+            return _judge_rows(self._model, items)
         step = max(1, len(items) // (4 * processes))
         batches = [items[i:i + step] for i in range(0, len(items), step)]
         try:
-            parts = list(pool.map(_judge_rows, [self._model] * len(batches), batches, [index] * len(batches)))
+            parts = list(pool.map(_judge_rows, [self._model] * len(batches), batches))
         except (BrokenProcessPool, OSError):  # workers cannot start or died: judge here instead
             _give_up_workers(pool)
-            return _judge_rows(self._model, items, index)
+            return _judge_rows(self._model, items)
         return [r for part in parts for r in part[0]], [c for part in parts for c in part[1]]
 
 
@@ -207,12 +204,9 @@ def _pool_for(pairs: int, processes: int) -> ProcessPoolExecutor | None:
         return pool
 
 
-def _judge_rows(model: str, items: list[tuple[str, list[str], str, bool]], index_dir: str | None = None,
-                ) -> tuple[list[list[Row]], list[list[float | None]]]:
+def _judge_rows(model: str, items: list[tuple[str, list[str], str, bool]]) -> tuple[list[list[Row]], list[list[float | None]]]:
     """Verdict rows (plain tuples: cheap to send back from a worker process) and what each
-    pair competes with for the marks. `index_dir`: whose chunk analyses to read (set in
-    the worker too: a spawned process has none of its parent's state)."""
-    use_index(index_dir)
+    pair competes with for the marks."""
     competing: list[list[float | None]] = []
     with _fewer_collections():
         return verifier(Path(model)).rows(items, competing), competing

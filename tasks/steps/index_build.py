@@ -1,11 +1,9 @@
 """index_build: the corpus index's files written, from the previous index where it can.
 
-An index (tasks/steps/corpus_search.py searches it) is three things in one store entry:
+An index (tasks/steps/corpus_search.py searches it) is two things in one store entry:
 `chunks.arrow`, one row per chunk in the chunk table's order (its place, its text, the
-text between it and its neighbours, its document's hash, its text's hash), the chunks'
-analyses row for row (`analysis.arrow`, `forms.arrow`: tasks/core/text_analysis.py), and
-a tantivy index whose documents are those rows' terms (their content words' norms), in
-that order.
+text between it and its neighbours, its document's hash, its text's hash and the terms
+BM25 indexed), and a tantivy index whose documents are those rows' `terms`, in that order.
 
 A corpus change used to rebuild both whole: at 1M chunks ~87 s, of which ~34 s tokenising
 every chunk. Now the previous index (the most recently used whole one of the same store;
@@ -13,7 +11,7 @@ a damaged one is moved aside, never read) gives every row of a document whose ha
 unchanged (the hash covers the text and the chunk rows, tasks/core/corpus_identity.py: the
 rows are identical by construction), and the terms of any chunk text it already held (by
 text hash, the texts compared); only texts never seen are tokenised. tantivy is written
-anew from the rows' terms in row order (a kept row's read from its stored analysis) — its BM25 statistics then count exactly the
+anew from the `terms` column in row order — its BM25 statistics then count exactly the
 rows of this snapshot, as a fresh build's do (tantivy-py has no merge, and deleted
 documents would linger in doc_freq and the token count: docs/decisions.md #57).
 
@@ -27,42 +25,22 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import cached_property, lru_cache
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 import tantivy
-from ragspan.tasks.code_identity import code_hash
 from ragspan.tasks.core.arrow_rows import BatchedRows
 from ragspan.tasks.core.chunk_split import MAX_GAP
 from ragspan.tasks.core.corpus_identity import text_hashes
-from ragspan.tasks.core.text import content_norms, content_norms_of
-from ragspan.tasks.core.text_analysis import (
-    ANALYSIS_FILE,
-    CHUNKS_FILE,
-    CONTENT,
-    FORMS_FILE,
-    FORMS_SCHEMA,
-    AnalysedTexts,
-    analyse,
-    analysis_schema,
-    as_arrays,
-    forms_table,
-    joined,
-    offset_type,
-    with_ids,
-    with_places,
-)
+from ragspan.tasks.core.text import content_norms
 from ragspan.tasks.state import (
     DirStore,
     mapped_buffer,
@@ -71,34 +49,19 @@ from ragspan.tasks.state import (
     spawn_pool,
 )
 
-# The files' layout: bump when they change (3: sums.json; 4: gaps; 5: hashes, terms; 6: the
-# chunks' analysis). What the analysis computes is keyed by its code (analysis_key), not here.
-INDEX_LAYOUT = "tantivy-6"
+INDEX_FORMAT = "tantivy-5"  # bump when the tokenisation or the files change (3: sums.json; 4: gaps; 5: hashes, terms)
+CHUNKS_FILE = "chunks.arrow"  # the indexed chunks, row = tantivy's `row` field
 _WRITER_HEAP = 256_000_000  # one writer thread: one segment up to ~1M chunks, stable doc order
 BATCH_ROWS = 32_768  # rows made, written and indexed at a time
 TOKENISE_WORKERS = 2
-_ANALYSED_AT_ONCE = 2048
 POOL_MIN_TEXTS = 150_000  # fewer texts to tokenise: spawning workers (~2 s of imports each) does not pay
 _IN_FLIGHT = 3  # batches prepared ahead of the one being written (their texts in memory)
 
 ROW_SCHEMA = pa.schema([
     ("chunk_id", pa.string()), ("doc_id", pa.string()), ("char_start", pa.int64()), ("char_end", pa.int64()),
     ("text", pa.string()), ("gap_before", pa.string()), ("gap_after", pa.string()),
-    ("doc_hash", pa.uint64()), ("text_hash", pa.uint64()),
+    ("doc_hash", pa.uint64()), ("text_hash", pa.uint64()), ("terms", pa.large_string()),
 ])
-
-
-@lru_cache(maxsize=1)
-def analysis_key() -> str:
-    """The code the stored chunk analysis follows from (tasks/core/text_analysis.py and what
-    it imports: the words, their norms, the sentences): an edit to it is a new index — no
-    format constant to remember to bump. The state room only keeps files: left out."""
-    return code_hash("", ("ragspan.tasks.core.text_analysis",), outside=("ragspan.tasks.state",))
-
-
-def index_format() -> str:
-    """The index's format in info.json and in its name: the files' layout + analysis_key."""
-    return f"{INDEX_LAYOUT}+{analysis_key()}"
 
 
 def index_terms(text: str) -> list[str]:
@@ -112,22 +75,6 @@ def joined_terms(texts: list[str]) -> list[str]:
     return [" ".join(index_terms(t)) for t in texts]
 
 
-def analysed_terms(texts: list[str]) -> tuple[list[str], AnalysedTexts]:
-    """The texts' joined_terms and their analysis (tasks/core/text_analysis.py): the one
-    pass over a new chunk text, in the tokenising workers too (spawn-safe). The terms are
-    the content norms of the analysis's words (`content_norms` reads the same
-    WORD_PATTERN matches: one regex pass, not two)."""
-    terms: list[str] = []
-    parts: list[AnalysedTexts] = []
-    # A text's analysis as Python objects is ~15× its size (a string per word): made
-    # _ANALYSED_AT_ONCE texts at a time, kept as arrays (a batch at once was +290 MB of heap).
-    for lo in range(0, len(texts), _ANALYSED_AT_ONCE):
-        every = [analyse(t) for t in texts[lo:lo + _ANALYSED_AT_ONCE]]
-        terms += [" ".join(content_norms_of(a.forms)) for a in every]
-        parts.append(as_arrays(every))
-    return terms, joined(parts)
-
-
 def texts_of(corpus: pd.DataFrame, positions: np.ndarray) -> list[str]:
     """The texts of the corpus rows at `positions`: the one place the build reads texts."""
     return corpus["text"].iloc[positions].tolist()
@@ -139,8 +86,8 @@ def check_format(index_dir: Path) -> str | None:
         info = json.loads((index_dir / "info.json").read_text())
     except (OSError, ValueError):
         return "info.json unreadable"
-    if info.get("format") != index_format():
-        return f"format {info.get('format')!r}, not {index_format()!r}"
+    if info.get("format") != INDEX_FORMAT:
+        return f"format {info.get('format')!r}, not {INDEX_FORMAT!r}"
     return None
 
 
@@ -255,58 +202,12 @@ def _previous_rows(chunk_id: np.ndarray, doc_id: np.ndarray, start: np.ndarray, 
 # -- rows made anew --------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Previous:
-    """The previous index's files, memory-mapped: its chunk rows, their analyses (row for
-    row) and its forms."""
-
-    rows: BatchedRows
-    analysis: BatchedRows
-    forms: pa.Table
-
-    def analysis_ids(self, rows: np.ndarray, offsets: pa.DataType) -> pa.Table:
-        """These rows' analyses with form ids (as the new index's are while it is written)."""
-        if not len(rows):
-            return analysis_schema(offsets).empty_table()
-        taken = self.analysis.take(rows, analysis_schema().names)
-        return with_ids(taken, self.forms.column("form_id").to_numpy(), offsets)
-
-    @cached_property
-    def _is_term(self) -> np.ndarray:
-        """Per form of the previous index: is it a term BM25 indexes (a content word with a
-        norm: text.content_norms' rule)."""
-        flags = self.forms.column("flags").to_numpy()
-        named = pc.not_equal(self.forms.column("norm"), "").to_numpy(zero_copy_only=False)
-        return (flags & CONTENT).astype(bool) & named
-
-    def terms(self, rows: np.ndarray) -> list[str]:
-        """These rows' joined_terms, from their stored analyses (in C: the content words'
-        norms taken and joined by Arrow) — equal to joined_terms of their texts, since an
-        index is only reused by code of the same analysis (index_format)."""
-        if not len(rows):
-            return []
-        forms = self.analysis.take(rows, ["word_form"]).column("word_form").combine_chunks()
-        places = forms.values.to_numpy().astype(np.int64)
-        keep = self._is_term[places]
-        offsets = np.r_[0, np.cumsum(keep)][forms.offsets.to_numpy()].astype(np.int32)
-        norms = self.forms.column("norm").combine_chunks().take(pa.array(places[keep]))
-        return pc.binary_join(pa.ListArray.from_arrays(pa.array(offsets), norms), " ").to_pylist()
-
-    def form_strings(self, ids: np.ndarray) -> list[str]:
-        """The forms of these ids (every one of them a form of the previous index's rows)."""
-        held = self.forms.column("form_id").to_numpy()
-        at = np.searchsorted(held, ids)
-        return self.forms.column("form").take(pa.array(at)).to_pylist() if len(ids) else []
-
-
 class KnownTerms:
-    """The previous index's terms and analyses by chunk text: text hash → its first row, the
-    texts compared before a row's terms are reused (a 64-bit collision is never trusted)."""
+    """The previous index's terms by chunk text: text hash → its first row, the texts
+    compared before a row's terms are reused (a 64-bit collision is never trusted)."""
 
-    def __init__(self, previous: Previous | None, offsets: pa.DataType):
-        self._previous = previous.rows if previous is not None else None
-        self._whole = previous
-        self._offsets = offsets
+    def __init__(self, previous: BatchedRows | None):
+        self._previous = previous
         self._index: pd.Index | None = None
         self._rows = np.zeros(0, dtype=np.int64)
 
@@ -326,12 +227,7 @@ class KnownTerms:
         return rows
 
     def terms(self, rows: np.ndarray) -> list[str]:
-        return self._whole.terms(rows) if len(rows) and self._whole is not None else []
-
-    def analysis(self, rows: np.ndarray) -> pa.Table:
-        if not len(rows) or self._whole is None:
-            return analysis_schema(self._offsets).empty_table()
-        return self._whole.analysis_ids(rows, self._offsets)
+        return self._previous.take(rows, ["terms"]).column("terms").to_pylist() if len(rows) else []
 
 
 @dataclass
@@ -347,7 +243,7 @@ class _Batch:
     columns: dict[str, list]  # the new rows' text, gap_before, gap_after
     text_hash: np.ndarray
     known_rows: np.ndarray  # per new row: a previous row with its terms, or -1
-    pending: Future  # of analysed_terms of the texts nobody held
+    pending: Future
 
 
 def _new_columns(plan: RowPlan, rows: np.ndarray, corpus: pd.DataFrame) -> dict[str, list]:
@@ -382,99 +278,41 @@ def _prepared(plan: RowPlan, lo: int, hi: int, corpus: pd.DataFrame, known: Know
     return _Batch(lo, hi, kept, prev[kept], new, columns, hashes, known_rows, tokenise(unknown))
 
 
-@dataclass(frozen=True)
-class _BatchTables:
-    rows: pa.Table  # ROW_SCHEMA
-    terms: list[str]  # row for row: tantivy's bodies (not kept in chunks.arrow: the analysis holds them)
-    analysis: pa.Table  # analysis_schema(offsets) with form ids, row for row
-    new_forms: AnalysedTexts  # the forms of the texts analysed now
-    taken_forms: np.ndarray  # the form ids of the rows' analyses taken from the previous index
-
-
-def _batch_table(plan: RowPlan, batch: _Batch, previous: Previous | None, known: KnownTerms) -> _BatchTables:
-    """The batch's rows and analyses in table order: kept rows taken from the previous
-    index, new ones made (their analysis taken too when a previous row held the text),
-    interleaved back into place."""
+def _batch_table(plan: RowPlan, batch: _Batch, previous: BatchedRows | None, known: KnownTerms) -> pa.Table:
+    """The batch's rows in table order: kept rows taken from the previous index, new ones
+    made, interleaved back into place."""
     rows = batch.new + batch.lo
     terms = np.empty(len(rows), dtype=object)
     looked_up = np.flatnonzero(batch.known_rows >= 0)
-    unknown = np.flatnonzero(batch.known_rows < 0)
     terms[looked_up] = known.terms(batch.known_rows[looked_up])
-    made_terms, made_analysis = _analysed_terms(batch)
-    terms[unknown] = made_terms
+    terms[np.flatnonzero(batch.known_rows < 0)] = _terms(batch)
     made = pa.table({
         "chunk_id": plan.chunk_id[rows], "doc_id": plan.doc_id[rows], "char_start": plan.start[rows],
         "char_end": plan.end[rows], **batch.columns, "doc_hash": plan.doc_hash[rows],
-        "text_hash": batch.text_hash,
+        "text_hash": batch.text_hash, "terms": terms.tolist(),
     }, schema=ROW_SCHEMA)
-    # the new rows' analyses: looked up ones, then analysed ones, put back in new-row order
-    looked = known.analysis(batch.known_rows[looked_up])
-    offsets = looked.schema.field("word_start").type.value_type
-    new_analysis = pa.concat_tables([looked, made_analysis.table.cast(analysis_schema(offsets))])
-    new_place = np.empty(len(rows), dtype=np.int64)
-    new_place[looked_up] = np.arange(len(looked_up))
-    new_place[unknown] = len(looked_up) + np.arange(len(unknown))
-    new_analysis = new_analysis.take(pa.array(new_place))
-    taken_analysis = previous.analysis_ids(batch.previous_rows, offsets) if len(batch.kept) \
-        else analysis_schema(offsets).empty_table()
-    taken_forms = np.unique(np.concatenate([_flat_forms(taken_analysis), _flat_forms(looked)]))
     if not len(batch.kept):
-        return _BatchTables(made, terms.tolist(), new_analysis, made_analysis, taken_forms)
-    taken = previous.rows.take(batch.previous_rows, ROW_SCHEMA.names)
+        return made
+    taken = previous.take(batch.previous_rows, ROW_SCHEMA.names)
     place = np.empty(batch.hi - batch.lo, dtype=np.int64)
     place[batch.kept] = np.arange(len(batch.kept))
     place[batch.new] = len(batch.kept) + np.arange(len(batch.new))
-    every_terms = np.concatenate([np.array(previous.terms(batch.previous_rows), dtype=object), terms])
-    return _BatchTables(pa.concat_tables([taken, made]).take(pa.array(place)), every_terms[place].tolist(),
-                        pa.concat_tables([taken_analysis, new_analysis]).take(pa.array(place)),
-                        made_analysis, taken_forms)
-
-
-def _flat_forms(analysis: pa.Table) -> np.ndarray:
-    return pc.list_flatten(analysis.column("word_form")).to_numpy() if analysis.num_rows \
-        else np.zeros(0, dtype=np.uint64)
-
-
-class _Forms:
-    """Every form of the index's rows, gathered batch by batch: the strings of the forms
-    analysed now, the ids of the forms in analyses taken whole (their strings from the
-    previous index at the end). A form id seen with two strings — a 64-bit collision, never
-    met in practice — stops the build rather than mixing two words up."""
-
-    def __init__(self) -> None:
-        self.strings: dict[int, str] = {}
-        self.taken: list[np.ndarray] = []
-
-    def add(self, made: _BatchTables) -> None:
-        for i, f in zip(made.new_forms.form_ids.tolist(), made.new_forms.forms):
-            if self.strings.setdefault(i, f) != f:
-                raise RuntimeError(f"two word forms share the id {i}: {f!r} and {self.strings[i]!r}")
-        self.taken.append(made.taken_forms)
-
-    def table(self, previous: Previous | None) -> pa.Table:
-        taken = np.unique(np.concatenate(self.taken)) if self.taken else np.zeros(0, dtype=np.uint64)
-        taken = taken[~np.isin(taken, np.fromiter(self.strings, dtype=np.uint64, count=len(self.strings)))]
-        strings = dict(self.strings)
-        if len(taken):
-            assert previous is not None, "rows taken without a previous index"
-            strings.update(zip(taken.tolist(), previous.form_strings(taken)))
-        ids = np.fromiter(strings, dtype=np.uint64, count=len(strings))
-        return forms_table(ids, list(strings.values()))
+    return pa.concat_tables([taken, made]).take(pa.array(place))
 
 
 # -- tokenising: here, or in worker processes --------------------------------------------------------
 
 
 def _done(texts: list[str]) -> Future:
-    """The texts' analysed_terms made here, as a finished future."""
+    """The texts' joined_terms made here, as a finished future."""
     f: Future = Future()
-    f.set_result(analysed_terms(texts))
+    f.set_result(joined_terms(texts))
     return f
 
 
 @contextmanager
 def _tokeniser(texts_to_tokenise: int) -> Iterator[Callable[[list[str]], Future]]:
-    """texts → a future of their analysed_terms: in TOKENISE_WORKERS spawned processes when
+    """texts → a future of their joined_terms: in TOKENISE_WORKERS spawned processes when
     there are POOL_MIN_TEXTS or more (a cold build), else here. Spawn, not fork: the caller
     may run Prefect's threads (as tasks/judges/local.py starts its workers)."""
     if texts_to_tokenise < POOL_MIN_TEXTS or (os.cpu_count() or 1) < 2:
@@ -489,18 +327,17 @@ def _tokeniser(texts_to_tokenise: int) -> Iterator[Callable[[list[str]], Future]
 
 def _pooled(pool: Executor, texts: list[str]) -> Future:
     try:
-        return pool.submit(analysed_terms, texts) if texts else _done(texts)
+        return pool.submit(joined_terms, texts) if texts else _done(texts)
     except (BrokenProcessPool, RuntimeError):  # the workers cannot start: tokenise here
         return _done(texts)
 
 
-def _analysed_terms(batch: _Batch) -> tuple[list[str], AnalysedTexts]:
-    """The terms and analyses of the batch's texts nobody held; a worker that died: made
-    here instead."""
+def _terms(batch: _Batch) -> list[str]:
+    """The terms of the batch's texts nobody held; a worker that died: made here instead."""
     try:
         return batch.pending.result()
     except (BrokenProcessPool, OSError):
-        return analysed_terms([batch.columns["text"][i] for i in np.flatnonzero(batch.known_rows < 0)])
+        return joined_terms([batch.columns["text"][i] for i in np.flatnonzero(batch.known_rows < 0)])
 
 
 # -- the build -------------------------------------------------------------------------------------
@@ -511,105 +348,64 @@ def rows_to_tokenise(plan: RowPlan) -> int:
     return int((plan.previous_row < 0).sum())
 
 
-def write_index(tmp: Path, plan: RowPlan, corpus: pd.DataFrame, previous: Previous | None
+def write_index(tmp: Path, plan: RowPlan, corpus: pd.DataFrame, previous: BatchedRows | None
                 ) -> tuple[int, int, int]:
     """The index's files into `tmp` (renamed into place by the store), batch by batch;
     (kept, looked up, tokenised) rows."""
     (tmp / "tantivy").mkdir()
     index = tantivy.Index(tantivy_schema(), path=str(tmp / "tantivy"))
-    n = len(plan.start)
     writer = index.writer(_WRITER_HEAP, 1)
-    offsets = offset_type(int((plan.end - plan.start).max()) if n else 0)
-    known = KnownTerms(previous, offsets)
-    forms = _Forms()
+    known = KnownTerms(previous)
     counts = np.zeros(3, dtype=np.int64)
+    n = len(plan.start)
     # Arrow IPC, uncompressed: memory-mapped by every search process, which reads only the
-    # rows of its hits; and by the next build, which takes its unchanged rows. The analyses
-    # row for row beside them, read by the judge (tasks/core/text_analysis.py): written with
-    # form ids first, their places in the forms table known only once every row is made.
-    with_form_ids = tmp / f"{ANALYSIS_FILE}.ids"
-    with _tokeniser(rows_to_tokenise(plan)) as tokenise, \
-            pa.ipc.new_file(str(tmp / CHUNKS_FILE), ROW_SCHEMA) as out, \
-            pa.ipc.new_file(str(with_form_ids), analysis_schema(offsets)) as analyses:
+    # rows of its hits; and by the next build, which takes its unchanged rows.
+    with _tokeniser(rows_to_tokenise(plan)) as tokenise, pa.ipc.new_file(str(tmp / CHUNKS_FILE), ROW_SCHEMA) as out:
         ahead: deque[_Batch] = deque()  # prepared, their terms being made meanwhile
         for lo in range(0, n, BATCH_ROWS):
             ahead.append(_prepared(plan, lo, min(lo + BATCH_ROWS, n), corpus, known, tokenise))
             if len(ahead) > _IN_FLIGHT:
-                counts += _write_batch(ahead.popleft(), plan, previous, known, (out, analyses), writer, forms)
+                counts += _write_batch(ahead.popleft(), plan, previous, known, out, writer)
                 release_mapped_pages()  # the texts and previous rows read so far: not kept resident
         while ahead:
-            counts += _write_batch(ahead.popleft(), plan, previous, known, (out, analyses), writer, forms)
-    form_table = forms.table(previous)
-    with pa.ipc.new_file(str(tmp / FORMS_FILE), FORMS_SCHEMA) as out:
-        out.write_table(form_table)
-    _place_forms(with_form_ids, tmp / ANALYSIS_FILE, form_table.column("form_id").to_numpy(), offsets)
+            counts += _write_batch(ahead.popleft(), plan, previous, known, out, writer)
     release_mapped_pages()
     release_free_heap()  # the batches' texts and terms: gone, but resident until handed back
     writer.commit()
     writer.wait_merging_threads()
-    (tmp / "info.json").write_text(json.dumps({"format": index_format(), "chunks": n}))
+    (tmp / "info.json").write_text(json.dumps({"format": INDEX_FORMAT, "chunks": n}))
     # sealed by the store: every file's size and md5, checked whenever the index is opened
     return int(counts[0]), int(counts[1]), int(counts[2])
 
 
-def _place_forms(source: Path, target: Path, form_ids: np.ndarray, offsets: pa.DataType) -> None:
-    """`source`'s analyses with each word's form as its place in the forms table, into
-    `target`, a record batch at a time; `source` removed."""
-    batches = read_rows(source.parent, source.name).to_batches()
-    with pa.ipc.new_file(str(target), analysis_schema(offsets, pa.uint32())) as out:
-        for batch in batches:
-            out.write_table(with_places(pa.Table.from_batches([batch]), form_ids))
-            release_mapped_pages()
-    del batches
-    source.unlink()
-
-
-def _write_batch(batch: _Batch, plan: RowPlan, previous: Previous | None, known: KnownTerms,
-                 out: tuple[pa.ipc.RecordBatchFileWriter, pa.ipc.RecordBatchFileWriter],
-                 writer: tantivy.IndexWriter, forms: _Forms) -> np.ndarray:
-    """The batch's rows into chunks.arrow, their analyses into analysis.arrow and tantivy
-    (row = its place in the file); (kept, looked up, tokenised) rows."""
-    made = _batch_table(plan, batch, previous, known)
-    table = made.rows
-    out[0].write_table(table)
-    out[1].write_table(made.analysis)
-    forms.add(made)
-    for row, body in enumerate(made.terms, start=batch.lo):
+def _write_batch(batch: _Batch, plan: RowPlan, previous: BatchedRows | None, known: KnownTerms,
+                 out: pa.ipc.RecordBatchFileWriter, writer: tantivy.IndexWriter) -> np.ndarray:
+    """The batch's rows into chunks.arrow and tantivy (row = its place in the file);
+    (kept, looked up, tokenised) rows."""
+    table = _batch_table(plan, batch, previous, known)
+    out.write_table(table)
+    for row, body in enumerate(table.column("terms").to_pylist(), start=batch.lo):
         writer.add_document(tantivy.Document(row=row, body=body))
     looked_up = int((batch.known_rows >= 0).sum())
     return np.array([len(batch.kept), looked_up, len(batch.new) - looked_up])
 
 
 def previous_index(store: DirStore, name: str) -> Path | None:
-    """The most recently used whole index of the store other than `name`: one of an older
-    format (files or text analysis) is passed over, not damage — when that leaves none, one
-    line says the index is built anew; a damaged one is moved aside, one warning line,
-    never read."""
-    older = None
+    """The most recently used whole index of the store other than `name`: an older format is
+    passed over (not damage); a damaged one is moved aside, one warning line, never read."""
     for path in store.names_by_use():
-        if path.name == name or not path.is_dir():
-            continue
-        if (problem := check_format(path)) is not None:
-            older = older or problem
+        if path.name == name or not path.is_dir() or check_format(path) is not None:
             continue
         found = store.checked_dir(path.name, "not reused: the index is built without it", check_format, mark=False)
         if found is not None:
             return found
-    if older is not None:
-        print(f"corpus index: built anew, every chunk analysed again: the index there has {older}",
-              file=sys.stderr, flush=True)
     return None
 
 
-def read_rows(index_dir: Path, file: str = CHUNKS_FILE) -> pa.Table:
-    """An index's chunks.arrow (or another of its Arrow files), memory-mapped (zero-copy:
-    its pages read on demand, and handed back by release_mapped_pages)."""
-    return pa.ipc.open_file(pa.BufferReader(mapped_buffer(index_dir / file))).read_all()
-
-
-def read_previous(index_dir: Path) -> Previous:
-    return Previous(BatchedRows(read_rows(index_dir)), BatchedRows(read_rows(index_dir, ANALYSIS_FILE)),
-                    read_rows(index_dir, FORMS_FILE))
+def read_rows(index_dir: Path) -> pa.Table:
+    """An index's chunks.arrow, memory-mapped (zero-copy: its pages read on demand, and
+    handed back by release_mapped_pages)."""
+    return pa.ipc.open_file(pa.BufferReader(mapped_buffer(index_dir / CHUNKS_FILE))).read_all()
 
 
 def build_in_store(store: DirStore, name: str, chunks: pd.DataFrame, corpus: pd.DataFrame,
@@ -618,8 +414,8 @@ def build_in_store(store: DirStore, name: str, chunks: pd.DataFrame, corpus: pd.
     unchanged rows from the previous index. Another process may win the race: its index is
     identical, and kept."""
     previous_dir = previous_index(store, name)
-    previous = read_previous(previous_dir) if previous_dir is not None else None
-    plan = row_plan(chunks, corpus, doc_hashes, previous.rows.table if previous else None)
+    previous = BatchedRows(read_rows(previous_dir)) if previous_dir is not None else None
+    plan = row_plan(chunks, corpus, doc_hashes, previous.table if previous else None)
     counts: list[int] = []
     path = store.write_dir(name, lambda tmp: counts.extend(write_index(tmp, plan, corpus, previous)), replace=False)
     kept, looked_up, tokenised = counts or (0, 0, 0)

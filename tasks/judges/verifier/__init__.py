@@ -40,7 +40,6 @@ from pathlib import Path
 import numpy as np
 from ragspan.tasks.core.text import WORD_PATTERN
 from ragspan.tasks.judges.verifier.bulk import BULK
-from ragspan.tasks.judges.verifier.chunks import prime
 from ragspan.tasks.judges.verifier.conflicts import NAME, NEGATION, NUMBER, UNIT
 from ragspan.tasks.judges.verifier.features import (
     CORE_FEATURES,
@@ -178,7 +177,6 @@ class Verifier:
         when an item mixes cached and fresh pairs."""
         out: list[list[Row | None]] = []
         pending: list[tuple[int, int, list[float], PairResult, str, Claim]] = []
-        prime(p for _c, passages, *_ in items for p in passages)  # chunks of the index: read, not tokenised
         for claim, passages, question, whole_answer in items:
             profile = claim_profile(claim, question or "", whole_answer)
             if profile is None:
@@ -224,7 +222,6 @@ class Verifier:
         at once in NumPy (verifier/bulk.py: the same bound, no per-pair Python object
         beyond the row)."""
         out: list[list[Row | None]] = []
-        prime(p for _c, passages, *_ in items for p in passages)  # chunks of the index: read, not tokenised
         pick = (None, self._short_row()).__getitem__  # below the bound (True) -> the short row
         for (claim, passages, *_), below in zip(items, BULK.below(items, self.model.bound), strict=True):
             if below is None:  # no content word: claim_profile is None

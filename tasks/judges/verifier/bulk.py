@@ -23,7 +23,6 @@ from itertools import chain
 
 import numpy as np
 from ragspan.tasks.core.text import norm_set
-from ragspan.tasks.judges.verifier.chunks import words_of
 from ragspan.tasks.judges.verifier.profiles import claim_content
 
 Item = tuple[str, Sequence[str], str, bool]  # (claim, passages, question, whole_answer)
@@ -82,9 +81,7 @@ class BulkBound:
         if got is None:
             if len(self._passages) >= self.max_passages:
                 self._passages.clear()
-            stored = words_of(passage)  # a chunk of the index: its stored norms (verifier/chunks.py)
-            norms = frozenset(stored.norms) if stored is not None else norm_set(passage)
-            got = self._passages[passage] = self._sorted_ids(norms)
+            got = self._passages[passage] = self._sorted_ids(norm_set(passage))
         return got
 
     def below(self, items: Sequence[Item], bound: float) -> list[np.ndarray | None]:

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import json
 import re
+from bisect import bisect_left
 from dataclasses import dataclass
 from functools import lru_cache
 from operator import attrgetter
 from pathlib import Path
 
-from ragspan.tasks.core.text import WORD_PATTERN, norm_set, word_info
-from ragspan.tasks.core.text_analysis import analyse
-from ragspan.tasks.judges.verifier.chunks import words_of
+from ragspan.tasks.core.text import WORD_PATTERN, norm_set, sentence_spans, word_info
 from ragspan.tasks.judges.verifier.tokens import (
     MATCH_INFO,
     Quantity,
@@ -31,6 +30,7 @@ from ragspan.tasks.judges.verifier.tokens import (
     negation_reach,
     quantities,
     tokens,
+    word_offsets,
     words,
 )
 
@@ -280,10 +280,8 @@ class Passage:
 @lru_cache(maxsize=1024)
 def passage_norms(passage: str) -> frozenset[str]:
     """Every norm of the passage: the cheap bound (no sentence split). The same set as
-    the norms of `tokens(passage)`, built by core.text's per-distinct-word lookup — or
-    read from the index's analysis when the passage is one of its chunks (verifier/chunks.py)."""
-    stored = words_of(passage)
-    return frozenset(stored.norms) if stored is not None else norm_set(passage)
+    the norms of `tokens(passage)`, built by core.text's per-distinct-word lookup."""
+    return norm_set(passage)
 
 
 _norm_of, _is_stop, _is_negation, _is_number, _is_entity = (
@@ -293,17 +291,17 @@ _norm_of, _is_stop, _is_negation, _is_number, _is_entity = (
 @lru_cache(maxsize=4096)  # a claim's passages are reused by its answer's other claims, not later
 def passage_profile(passage: str) -> Passage:
     """`tokens(passage)` as parallel arrays with its sentences, built without a Token per
-    word (the judge's hot path: every passage it segments): read from the index's analysis
-    when the passage is one of its chunks (verifier/chunks.py), else analysed here — the
-    same arrays either way (tasks/core/text_analysis.py computes both)."""
-    stored = words_of(passage)
-    if stored is not None:
-        starts, ends, infos, bounds = stored.starts, stored.ends, stored.infos, stored.sentences
-    else:
-        found = analyse(passage)
-        starts, ends, bounds = found.starts, found.ends, found.sentences
-        infos = list(map(MATCH_INFO.__getitem__, found.forms))
+    word (the judge's hot path: every passage it segments)."""
+    matches, starts, ends = word_offsets(passage)
+    infos = list(map(MATCH_INFO.__getitem__, matches))
     norms = tuple(map(_norm_of, infos))
+    bounds = []
+    for s, e in sentence_spans(passage):
+        i, j = bisect_left(starts, s), bisect_left(starts, e)
+        if j > i:
+            bounds.append((i, j))
+    if not bounds and matches:
+        bounds = [(0, len(matches))]
     return Passage(
         starts=tuple(starts), ends=tuple(ends), norms=norms,
         content=tuple(not x for x in map(_is_stop, infos)), negs=tuple(map(_is_negation, infos)),
@@ -311,4 +309,3 @@ def passage_profile(passage: str) -> Passage:
         sent_sets=tuple(frozenset(norms[i:j]) for i, j in bounds),
         all_norms=frozenset(norms),
     )
-

@@ -1,7 +1,6 @@
 """The verifier's words: tokens with offsets, clause breaks, negation reach, quantities.
 
-Words are tasks/core/text.py's (`WORD_PATTERN`, `word_info`), found by tasks/core/text_analysis.py's
-`word_offsets` (the index build's too); offsets are code points
+Words are tasks/core/text.py's (`WORD_PATTERN`, `word_info`); offsets are code points
 into the text given, end-exclusive. Pure functions of the text.
 """
 
@@ -11,10 +10,10 @@ import re
 import unicodedata
 from collections.abc import Sequence
 from functools import partial
+from operator import add
 from typing import NamedTuple
 
-from ragspan.tasks.core.text import WordInfo, word_info
-from ragspan.tasks.core.text_analysis import word_offsets
+from ragspan.tasks.core.text import WORD_PATTERN, WordInfo, word_info
 
 
 class Word(NamedTuple):
@@ -50,6 +49,23 @@ class _ByMatch(dict):
 
 _MAX_MATCHES = 1 << 20
 MATCH_INFO = _ByMatch()
+
+
+def word_offsets(text: str) -> tuple[list[str], list[int], list[int]]:
+    """(the words of `text`, their starts, their ends). A WORD_PATTERN match begins and
+    ends with a word character, so it is the word as written (no punctuation to strip).
+
+    The regex runs in C (findall, no match objects); each start is found with str.find
+    from the previous match's end — exact, because everything the regex skipped between
+    two matches is non-word."""
+    matches = WORD_PATTERN.findall(text)
+    starts: list[int] = []
+    pos, find, append = 0, text.find, starts.append
+    for m in matches:
+        pos = find(m, pos)
+        append(pos)
+        pos += len(m)
+    return matches, starts, list(map(add, starts, map(len, matches)))
 
 
 def words(text: str) -> list[Word]:
