@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from ragspan.tasks.judges.base import JudgeFailure, JudgeSpec, Verdict
+from ragspan.tasks.judges.base import JudgeFailure, JudgeItem, JudgeSpec, Verdict
 from ragspan.tasks.judges.local import LocalJudge, local_support_threshold, split_claims
 
 PASSAGE = (
@@ -318,3 +318,46 @@ def test_a_paraphrase_is_supported_and_added_content_is_not(judge):
     (w,) = judge.judge(claim, [passage])
     assert w.verdict != "supported"
     assert any(claim[m.start:m.end].endswith("Hendrickson") for m in w.marks)
+
+
+EIFFEL = ["The Eiffel Tower was completed in 1889 for the World Fair.",
+          "Gustave Eiffel's company designed and built the tower in Paris."]
+EIFFEL_CLAIM = "Designed by Gustave Eiffel's firm, the Paris landmark opened in 1889."
+
+
+def _eiffel(judge: LocalJudge, claim: str, passages: list[str], shown: tuple[bool, ...]) -> list[Verdict]:
+    got = judge.judge_many([JudgeItem(claim, passages, "When was the Eiffel Tower built?", False, shown)])[0]
+    assert all(isinstance(v, Verdict) for v in got)
+    return got  # type: ignore[return-value]
+
+
+def test_a_claim_the_passages_state_together_is_supported_by_its_best_passage(judge):
+    """local-5.2 (issue 41): no single passage supports the claim, but the passages of its
+    context window state every number, name and rare word it adds: the most probable one
+    supports it, quoting its own window. Not when the passages were not shown, when one
+    passage alone is shown, when the claim adds a word no passage states, or when a shown
+    passage conflicts with it."""
+    alone = _eiffel(judge, EIFFEL_CLAIM, EIFFEL, ())
+    assert [v.verdict for v in alone] != ["supported"] * 2 and "supported" not in [v.verdict for v in alone]
+    together = _eiffel(judge, EIFFEL_CLAIM, EIFFEL, (True, True))
+    carried = [v for v in together if v.verdict == "supported"]
+    assert len(carried) == 1 and "across passages" in carried[0].reason and not carried[0].marks
+    k = [v.verdict for v in together].index("supported")
+    assert EIFFEL[k][carried[0].quote_start:].startswith(carried[0].quote)
+    assert carried[0].support >= 0.88
+    # the others keep their own rows
+    assert [v for i, v in enumerate(together) if i != k] == [v for i, v in enumerate(alone) if i != k]
+    assert "supported" not in [v.verdict for v in _eiffel(judge, EIFFEL_CLAIM, EIFFEL, (True, False))]
+    assert "supported" not in [v.verdict for v in _eiffel(judge, EIFFEL_CLAIM, EIFFEL[:1], (True,))]
+    added = "Designed by Gustave Eiffel's firm with engineer Koechlin, the Paris landmark opened in 1889."
+    assert "supported" not in [v.verdict for v in _eiffel(judge, added, EIFFEL, (True, True))]
+    clash = ["The Eiffel Tower was completed in 1887 for the World Fair.", EIFFEL[1]]
+    assert "supported" not in [v.verdict for v in _eiffel(judge, EIFFEL_CLAIM, clash, (True, True))]
+
+
+@pytest.mark.parametrize("answer", ["Steps:\n1. Boil the water.\n2. Add the tea.", "(a) Boil the water. b) Add the tea."])
+def test_a_list_enumerator_alone_is_no_claim(answer):
+    """A numbered list splits after each number; "2." alone states nothing to judge."""
+    claims = [c.text for c in split_claims(answer)]
+    assert not any(c.rstrip(".)").lstrip("(") in {"1", "2", "a", "b"} for c in claims), claims
+    assert any("Boil the water" in c for c in claims) and any("Add the tea" in c for c in claims)

@@ -193,7 +193,7 @@ def _sigmoid(z: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-z))
 
 
-def fit_model(rows: Rows, keep: np.ndarray, design: str, version: str = "local-5.1", inner: bool = True) -> dict:
+def fit_model(rows: Rows, keep: np.ndarray, design: str, version: str = "local-5.2", inner: bool = True) -> dict:
     """The model file (a dict) fitted on the rows where `keep`, design `design`. With
     `inner` False (one training set: within-set CV), Platt is fitted on the training
     scores themselves."""
@@ -289,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = rows_for({n: lodo_sets.load(n, args.limit, args.seed) for n in lodo_sets.SETS})
     keep = ~np.isin(np.asarray(rows.set), left_out)
     if left_out:
-        model = fit_model(rows, keep, design, version="local-5.1-without-" + "-".join(left_out))
+        model = fit_model(rows, keep, design, version="local-5.2-without-" + "-".join(left_out))
     else:
         model = fit_model(rows, keep, design)
         model["trained_on_sets"] = "leave-one-dataset-out design choice; fitted on all eight sets"

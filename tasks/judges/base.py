@@ -115,6 +115,9 @@ class JudgeItem(NamedTuple):
     passages: Sequence[str]
     question: str = ""
     whole_answer: bool = False  # the claim is the whole answer (e.g. "Delhi."), not a piece of one
+    # per passage: it was in the answer's context window (what the generator was shown);
+    # empty: unknown. The local judge reads a claim against those passages together.
+    shown: Sequence[bool] = ()
 
 
 class AnswerItem(NamedTuple):

@@ -55,8 +55,11 @@ def candidates_for_claims(claims: pd.DataFrame, passages: pd.DataFrame, judge: J
     work = passages_per_claim(claims, passages)
     texts = passages["passage_text"].tolist()
     per_answer = claims["question_id"].value_counts()
+    # what the generator was shown: its retrieved chunks inside the context window
+    shown = ((passages["source"] == "retrieved") & passages["in_context"].astype(bool)).tolist()
     verdict_lists = judge.judge_many([JudgeItem(c["claim"], [texts[i] for i in mine], c["question"],
-                                                bool(per_answer.get(c["question_id"], 0) == 1))
+                                                bool(per_answer.get(c["question_id"], 0) == 1),
+                                                [shown[i] for i in mine])
                                       for c, mine in work])
     take: list[int] = []
     fields = ("verdict", "confidence", "support", "quote", "quote_start", "reason", "error", "decided_by", "marks")

@@ -84,6 +84,20 @@ class BulkBound:
             got = self._passages[passage] = self._sorted_ids(norm_set(passage))
         return got
 
+    def stated(self, passages: Sequence[str], norms: Sequence[str]) -> np.ndarray:
+        """Per norm, whether some of the passages has it among its norms (`passage_norms`'
+        set), from the kept id arrays: no passage is tokenised twice."""
+        if not norms:
+            return np.zeros(0, dtype=bool)
+        with self._lock:
+            if len(self.ids) > self.max_norms:
+                self.cache_clear()
+            arrays = [self.passage_ids(p) for p in passages]
+            known = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)
+            # a norm never seen has no id, hence is in no passage: -1 matches nothing
+            wanted = np.fromiter((self.ids.get(n, -1) for n in norms), dtype=np.int64, count=len(norms))
+            return np.isin(wanted, known)
+
     def below(self, items: Sequence[Item], bound: float) -> list[np.ndarray | None]:
         """Per item: None when its claim has no content word, else per passage whether
         `unsupported_bound(claim_profile(claim, question, whole_answer), passage) < bound`."""
