@@ -361,3 +361,22 @@ def test_a_list_enumerator_alone_is_no_claim(answer):
     claims = [c.text for c in split_claims(answer)]
     assert not any(c.rstrip(".)").lstrip("(") in {"1", "2", "a", "b"} for c in claims), claims
     assert any("Boil the water" in c for c in claims) and any("Add the tea" in c for c in claims)
+
+
+def test_words_scattered_over_passages_that_are_not_about_the_claim_carry_nothing(tmp_path, monkeypatch):
+    """Paragraphs of one subject hold each other's names and rare words: the passage that
+    would support the claim must itself be about it (Rules.carried_about, 0.3 of the claim's
+    weighted words in its window). With the floor at 0 the same passages would carry it."""
+    scattered = ["Gustave lived in Dijon.", "Paris has a port.", "It grew after 1889.", "A landmark stands there."]
+    import json
+
+    from ragspan.tasks.judges.verifier import MODEL_ENV, PACKAGED_MODEL
+
+    shown = (True,) * 4
+    assert "supported" not in [v.verdict for v in _eiffel(LocalJudge(JudgeSpec()), EIFFEL_CLAIM, scattered, shown)]
+    spec = json.loads(PACKAGED_MODEL.read_text(encoding="utf-8"))
+    spec["rules"] = {**spec.get("rules", {}), "carried_about": 0.0}
+    floorless = tmp_path / "floorless.json"
+    floorless.write_text(json.dumps(spec), encoding="utf-8")
+    monkeypatch.setenv(MODEL_ENV, str(floorless))
+    assert "supported" in [v.verdict for v in _eiffel(LocalJudge(JudgeSpec()), EIFFEL_CLAIM, scattered, shown)]

@@ -1,7 +1,7 @@
 """Leave one dataset out: every local-judge design and the baselines, one table per set.
 
     .venv/bin/python -m benchmarks.lodo.run [--limit 1500] [--seed 13] [--no-contexttrace]
-        [--name NAME]
+        [--name NAME] [--pipeline all|SET,...]
 
 For each of the eight sets (training/readers/lodo_sets.py; the dialogue pair is one), every
 design is fitted on the other seven (training/local_judge.py) and predicts it; the verdicts
@@ -22,7 +22,10 @@ The design is chosen by the table: the highest mean balanced accuracy, unless a 
 design (earlier in training.local_judge.DESIGNS) is within 0.01 on the mean and not lower on the minimum.
 Planted failures (benchmarks/lodo/planted.py) are judged by each design fitted on all
 eight sets — they are never trained on. Within-set 5-fold CV of the chosen design is a
-secondary column. Figures: benchmarks/results/lodo-<name>.json. The benchmark writes no
+secondary column. `--pipeline all` (or `ragtruth_dev` among the names) adds RAGTruth dev
+as one more held-out group: real RAG answers, never fitted on, so the design fitted on all
+eight sets judges them through `ragspan evaluate` (benchmarks/ragtruth: per answer balanced
+accuracy and per character F1, per RAGTruth set). Figures: benchmarks/results/lodo-<name>.json. The benchmark writes no
 model file: `python -m training.local_judge --design CHOSEN` fits the chosen design on all
 eight sets and writes tasks/judges/verifier/local-5.json.
 """
@@ -238,6 +241,27 @@ def through_pipeline(rows: F.Rows, cases: dict[str, list], design: str, names: l
     return out
 
 
+def ragtruth_group(rows: F.Rows, design: str, workdir: Path) -> dict:
+    """RAGTruth dev as one more held-out group: its answers are never fitted on, so its
+    left-out model is the design fitted on every set. Scored per answer (an answer flagged
+    when any character of it is `unsupported` or `contradicted`) and per character, as
+    benchmarks/ragtruth prints them: one row per RAGTruth set (QA answers, data2txt)."""
+    from benchmarks.ragtruth import data as RD
+    from benchmarks.ragtruth.run import figures_of_set
+
+    model = F.write(F.fit_model(rows, np.ones(len(rows.set), dtype=bool), design), workdir / "model.json")
+    out = {}
+    for name in RD.SETS:
+        got = figures_of_set(name, RD.load(name, None), workdir / name, model=model)
+        judge = got["figures"]["all"]["all"]["judge"]
+        out[f"ragtruth_dev/{name}"] = {"answer_ba": judge["answer"]["balanced_accuracy"],
+                                       "char_f1": judge["char"]["f1"],
+                                       "clean_flagged": judge["answer"]["clean_flagged"],
+                                       "uncertain": judge["uncertain_share"],
+                                       "answers": got["answers"], "seconds": got["evaluate_seconds"]}
+    return out
+
+
 def choose(table: dict[str, dict[str, dict]]) -> str:
     def stats(d: str) -> tuple[float, float]:
         v = [table[d][s]["balanced_accuracy"] for s in S.SETS]
@@ -313,6 +337,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {name:<17} balanced accuracy {r['balanced_accuracy']:.3f}  AUC {r['auc']}  ECE {r['ece']:.3f}"
                   f"  unjudged {r['unjudged']}  ({r['seconds']}s)  [harness: {table[chosen][name]['balanced_accuracy']:.3f}]")
 
+    ragtruth = {}
+    if args.pipeline == "all" or "ragtruth_dev" in args.pipeline.split(","):
+        with tempfile.TemporaryDirectory(prefix="ragspan-lodo-ragtruth-") as tmp:
+            ragtruth = ragtruth_group(rows, chosen, Path(tmp))
+        print(f"\nragtruth_dev (one more group, never fitted on: {chosen} fitted on all {len(S.SETS)} sets), "
+              "per answer, through `ragspan evaluate` (benchmarks/ragtruth):")
+        for name, r in ragtruth.items():
+            print(f"  {name:<17} balanced accuracy {r['answer_ba']:.3f}  char F1 {r['char_f1']:.3f}"
+                  f"  clean flagged {r['clean_flagged']:.3f}  uncertain {r['uncertain']:.3f}  ({r['seconds']}s)")
+
     commit = subprocess.run(["git", "rev-parse", "HEAD"], check=False, cwd=REPO, capture_output=True, text=True).stdout.strip()
     doc = {
         "name": args.name,
@@ -325,6 +359,7 @@ def main(argv: list[str] | None = None) -> int:
         "within_set_cv": {chosen: cv},
         "planted": planted_res,
         "pipeline": piped,
+        "ragtruth_dev": ragtruth,
         "seconds": round(time.perf_counter() - t0, 1),
     }
     out = REPO / "benchmarks" / "results" / f"lodo-{args.name}.json"

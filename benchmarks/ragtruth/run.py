@@ -55,9 +55,11 @@ HALVES = ("all", "tune", "report")
 # ---------------------------------------------------------------- running ragspan
 
 
-def evaluate(answers: list[D.Answer], workdir: Path, judge: str = "local") -> tuple[Path, float]:
+def evaluate(answers: list[D.Answer], workdir: Path, judge: str = "local",
+             model: Path | None = None) -> tuple[Path, float]:
     """Write the data directory under workdir and run `ragspan evaluate` there, as typed.
-    Returns the results directory and the command's wall seconds."""
+    `model`: a local judge model file (RAGSPAN_LOCAL_JUDGE_MODEL) instead of the packaged
+    one. Returns the results directory and the command's wall seconds."""
     D.write_data_dir(answers, workdir / "data")
     home = workdir / "state"
     (home / "prefect").mkdir(parents=True, exist_ok=True)
@@ -68,6 +70,8 @@ def evaluate(answers: list[D.Answer], workdir: Path, judge: str = "local") -> tu
         RAGSPAN_PREFECT_SERVER="ephemeral",  # no server left running after the benchmark
         DVC_NO_ANALYTICS="1",
     )
+    if model is not None:
+        env["RAGSPAN_LOCAL_JUDGE_MODEL"] = str(model)
     cmd = [str(RAGSPAN), "evaluate", "--data", "data", "--run", D.RUN]
     if judge != "local":
         cmd += ["--judge", judge]
@@ -251,6 +255,27 @@ def print_diagnostics(name: str, d: dict) -> None:
 # ---------------------------------------------------------------- main
 
 
+def figures_of_set(name: str, answers: list[D.Answer], work: Path, judge: str = "local",
+                   halves: tuple[str, ...] = ("all",), model: Path | None = None) -> dict:
+    """One set through `ragspan evaluate` in `work` (emptied first), scored: what the JSON
+    file holds per set (benchmarks/lodo/run.py reads it as its `ragtruth_dev` group)."""
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    out, seconds = evaluate(answers, work, judge, model)
+    spans, diag, manifest = read_results(out)
+    preds = predictions(answers, spans, diag)
+    return {
+        "answers": len(answers),
+        "questions": len({a.source_id for a in answers}),
+        "evaluate_seconds": round(seconds, 1),
+        "judge": manifest.get("judge"),
+        "code_version": manifest.get("code_version"),
+        "figures": score_set(answers, preds, diag, halves),
+        "diagnostics": diagnostics(answers, spans, diag),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sets", default=",".join(D.SETS), help="comma-separated: qa_dev,data2txt")
@@ -282,31 +307,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for name in names:
             answers = D.load(name, args.limit or None)
-            work = root / name
-            if work.exists():
-                shutil.rmtree(work)
-            work.mkdir(parents=True)
-            out, seconds = evaluate(answers, work, args.judge)
-            spans, diag, manifest = read_results(out)
-            preds = predictions(answers, spans, diag)
-            figures = score_set(answers, preds, diag, halves)
-            diags = diagnostics(answers, spans, diag)
-            doc["sets"][name] = {
-                "answers": len(answers),
-                "questions": len({a.source_id for a in answers}),
-                "evaluate_seconds": round(seconds, 1),
-                "judge": manifest.get("judge"),
-                "code_version": manifest.get("code_version"),
-                "figures": figures,
-                "diagnostics": diags,
-            }
+            doc["sets"][name] = figures_of_set(name, answers, root / name, args.judge, halves)
+            seconds = doc["sets"][name]["evaluate_seconds"]
             print(f"\n== {name}: {len(answers)} answers, {doc['sets'][name]['questions']} questions; "
                   f"`ragspan evaluate` {seconds:.0f}s ==")
             for h in halves:
                 n = sum(1 for a in answers if h == "all" or D.half(a.source_id) == h)
                 print(f"\n-- {name}, {h} ({n} answers) --")
-                print(table(figures[h]))
-            print_diagnostics(name, diags)
+                print(table(doc["sets"][name]["figures"][h]))
+            print_diagnostics(name, doc["sets"][name]["diagnostics"])
     finally:
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)
