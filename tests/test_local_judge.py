@@ -365,7 +365,7 @@ def test_a_list_enumerator_alone_is_no_claim(answer):
 
 def test_words_scattered_over_passages_that_are_not_about_the_claim_carry_nothing(tmp_path, monkeypatch):
     """Paragraphs of one subject hold each other's names and rare words: the passage that
-    would support the claim must itself be about it (Rules.carried_about, 0.3 of the claim's
+    would support the claim must itself be about it (Rules.carried_about, 0.4 of the claim's
     weighted words in its window). With the floor at 0 the same passages would carry it."""
     scattered = ["Gustave lived in Dijon.", "Paris has a port.", "It grew after 1889.", "A landmark stands there."]
     import json

@@ -1,14 +1,16 @@
 """The offline default judge ("local"): deterministic, no network, no key.
 
 Decomposition: each sentence of the answer (line breaks, then sentencex) is a claim,
-split further at semicolons.
+split further at semicolons; a list's enumerator alone ("2.") is none.
 
 Judging: the learned verifier (tasks/judges/verifier/) gives, per (question, claim,
 passage), a calibrated P(supported). The verdict is `supported` when it reaches the
 threshold (0.5), the quoted sentences hold enough of the claim and nothing in them
 conflicts with it (a changed name, number, unit or negation); else `partial` when the
 window is about the claim, else `unsupported`; its confidence is the probability of that
-verdict and `support` is P(supported) in every case. "Yes"/"No" and one-word answers are
+verdict and `support` is P(supported) in every case. A claim no single passage supports
+may be supported by the passages of its context window together (the verifier's
+`across_passages`: every number, name and rare word it adds is stated by one of them). "Yes"/"No" and one-word answers are
 judged as the statement the question and the answer make together. The quote
 is the minimal passage substring, from the first to the last claim word, of the 1–2
 sentence window the features single out. The question matters: words a claim only
