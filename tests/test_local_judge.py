@@ -363,20 +363,43 @@ def test_a_list_enumerator_alone_is_no_claim(answer):
     assert any("Boil the water" in c for c in claims) and any("Add the tea" in c for c in claims)
 
 
-def test_words_scattered_over_passages_that_are_not_about_the_claim_carry_nothing(tmp_path, monkeypatch):
-    """Paragraphs of one subject hold each other's names and rare words: the passage that
-    would support the claim must itself be about it (Rules.carried_about, 0.4 of the claim's
-    weighted words in its window). With the floor at 0 the same passages would carry it."""
-    scattered = ["Gustave lived in Dijon.", "Paris has a port.", "It grew after 1889.", "A landmark stands there."]
+def _with_rules(tmp_path, monkeypatch, **rules) -> LocalJudge:
+    """A local judge whose model file sets these Rules (RAGSPAN_LOCAL_JUDGE_MODEL)."""
     import json
 
     from ragspan.tasks.judges.verifier import MODEL_ENV, PACKAGED_MODEL
 
-    shown = (True,) * 4
-    assert "supported" not in [v.verdict for v in _eiffel(LocalJudge(JudgeSpec()), EIFFEL_CLAIM, scattered, shown)]
     spec = json.loads(PACKAGED_MODEL.read_text(encoding="utf-8"))
-    spec["rules"] = {**spec.get("rules", {}), "carried_about": 0.0}
-    floorless = tmp_path / "floorless.json"
-    floorless.write_text(json.dumps(spec), encoding="utf-8")
-    monkeypatch.setenv(MODEL_ENV, str(floorless))
-    assert "supported" in [v.verdict for v in _eiffel(LocalJudge(JudgeSpec()), EIFFEL_CLAIM, scattered, shown)]
+    spec["rules"] = {**spec.get("rules", {}), **rules}
+    path = tmp_path / ("-".join(f"{k}{v}" for k, v in rules.items()) + ".json")
+    path.write_text(json.dumps(spec), encoding="utf-8")
+    monkeypatch.setenv(MODEL_ENV, str(path))
+    return LocalJudge(JudgeSpec())
+
+
+def test_words_scattered_over_passages_carry_nothing(tmp_path, monkeypatch):
+    """Paragraphs of one subject hold each other's names and rare words: the carrying
+    passage must itself be about the claim (Rules.carried_about: 0.4 of the claim's weighted
+    words in its window), and each added word must be stated beside another word of the
+    claim (Rules.carried_company). Either guard alone stops these passages; without both
+    they would carry the claim."""
+    scattered = ["Gustave lived in Dijon.", "Paris has a port.", "It grew after 1889.", "A landmark stands there."]
+    shown = (True,) * 4
+
+    def carried(judge: LocalJudge) -> bool:
+        return "supported" in [v.verdict for v in _eiffel(judge, EIFFEL_CLAIM, scattered, shown)]
+
+    assert not carried(LocalJudge(JudgeSpec()))
+    assert not carried(_with_rules(tmp_path, monkeypatch, carried_about=0.0))
+    assert not carried(_with_rules(tmp_path, monkeypatch, carried_company=0))
+    assert carried(_with_rules(tmp_path, monkeypatch, carried_about=0.0, carried_company=0))
+
+
+def test_passages_that_never_state_what_the_claim_takes_from_its_question_carry_nothing(judge):
+    """The passages hold the claim's new words (Northwind Cloud) but not the NAT gateway its
+    question asked about: nothing states the claim, however about Northwind they are."""
+    passages = ["Q: Does Northwind Cloud support IPv6? A: Yes, every instance can have an IPv6 address.",
+                "Northwind Cloud load balancers distribute traffic across instances in one region."]
+    got = judge.judge_many([JudgeItem("Northwind Cloud does not provide a managed NAT gateway.", passages,
+                                      "Is there a managed NAT gateway?", False, (True, True))])[0]
+    assert "supported" not in [v.verdict for v in got if isinstance(v, Verdict)]

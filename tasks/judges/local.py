@@ -63,8 +63,9 @@ def local_support_threshold() -> float:
 
 
 # A piece that is only a list's enumerator ("4.", "(b)", "iv)") states nothing: the
-# sentence splitter cuts a numbered list after each number (RAGTruth dev tune half: 63 of
-# the 169 claims that flagged clean answers were such numbers).
+# sentence splitter cuts a numbered list after each number. On RAGTruth QA dev (local-5.1)
+# 742 of 3,624 claims were such numbers: 448 of the 1,217 `uncertain` claims, and 294 of
+# the 369 `retrieval_miss` ones.
 _ENUMERATOR = re.compile(r"\(?(?:\d{1,3}|[a-zA-Z]|[ivxIVX]{1,4})[.)]")
 
 
