@@ -390,9 +390,11 @@ def test_words_scattered_over_passages_carry_nothing(tmp_path, monkeypatch):
         return "supported" in [v.verdict for v in _eiffel(judge, EIFFEL_CLAIM, scattered, shown)]
 
     assert not carried(LocalJudge(JudgeSpec()))
-    assert not carried(_with_rules(tmp_path, monkeypatch, carried_about=0.0))
-    assert not carried(_with_rules(tmp_path, monkeypatch, carried_company=0))
-    assert carried(_with_rules(tmp_path, monkeypatch, carried_about=0.0, carried_company=0))
+    # (the claim's "Eiffel" comes from its question, which these passages never name: that
+    # guard is off here, tested below)
+    assert not carried(_with_rules(tmp_path, monkeypatch, carried_asked=0.0, carried_about=0.0))
+    assert not carried(_with_rules(tmp_path, monkeypatch, carried_asked=0.0, carried_company=0))
+    assert carried(_with_rules(tmp_path, monkeypatch, carried_asked=0.0, carried_about=0.0, carried_company=0))
 
 
 def test_passages_that_never_state_what_the_claim_takes_from_its_question_carry_nothing(judge):
@@ -403,3 +405,13 @@ def test_passages_that_never_state_what_the_claim_takes_from_its_question_carry_
     got = judge.judge_many([JudgeItem("Northwind Cloud does not provide a managed NAT gateway.", passages,
                                       "Is there a managed NAT gateway?", False, (True, True))])[0]
     assert "supported" not in [v.verdict for v in got if isinstance(v, Verdict)]
+
+
+def test_the_words_a_claim_takes_from_its_question_must_be_in_the_passages(tmp_path, monkeypatch):
+    """Rules.carried_asked: with the guard off, the same passages carry the claim."""
+    passages = ["Q: Does Northwind Cloud support IPv6? A: Yes, every instance can have an IPv6 address.",
+                "Northwind Cloud load balancers distribute traffic across instances in one region."]
+    judge = _with_rules(tmp_path, monkeypatch, carried_asked=0.0)
+    got = judge.judge_many([JudgeItem("Northwind Cloud does not provide a managed NAT gateway.", passages,
+                                      "Is there a managed NAT gateway?", False, (True, True))])[0]
+    assert "supported" in [v.verdict for v in got if isinstance(v, Verdict)]
