@@ -215,12 +215,12 @@ CORE_FEATURES = RULE_FEATURES | {"cov_all", "new_cov_all", "new_cov_w", "num_fou
                                  "cov_w1", "wcov_w3"}
 
 
-def pair_features(claim: Claim, passage: str, full: bool = True) -> PairResult:
+def pair_features(claim: Claim, passage: str, full: bool = True, profile: Passage | None = None) -> PairResult:
     """Every feature of FEATURES for one (profiled claim, passage), and the quote. With
     `full=False` only CORE_FEATURES (the others are 0.0): a model that reads no other
     cannot tell the difference, and the rest (for the benchmarks and local-4) are two
-    thirds of a pair's cost."""
-    p = passage_profile(passage)
+    thirds of a pair's cost. `profile`: the passage's profile when the caller has it."""
+    p = profile or passage_profile(passage)
     C = claim.content
     n = len(C)
     allp = p.all_norms
