@@ -280,7 +280,7 @@ class Verifier:
                 any(c in rows[k][5] for k in at for c in CONFLICTS.values()):
             return None
         claim, passages, question, whole_answer = item
-        profile = claim_profile(claim, question or "", whole_answer)
+        profile = _shown_claim(claim, question or "", whole_answer)
         if profile is None or added_always(profile):
             return None
         needed = added_words(profile, frozenset())
@@ -365,9 +365,11 @@ class Verifier:
         return (d.verdict, round(confidence, 6), round(d.support, 6), passage[qs:qe], qs, reason, marks)
 
 
-# Passage profiles for the rule across passages, which runs in the flow's own process after
-# the pairs: a small cache of its own (an answer's claims share their passages), not
-# passage_profile's 4,096 entries, which grew the flow process by ~0.2 GB at 100k chunks.
+# Claim and passage profiles for the rule across passages, which runs in the flow's own
+# process after the pairs (the pairs are profiled in the judge's workers): small caches of
+# its own (an answer's claims share their passages), not claim_profile's 8,192 and
+# passage_profile's 4,096 entries, which would fill this process too.
+_shown_claim = lru_cache(maxsize=256)(claim_profile.__wrapped__)
 _shown_profile = lru_cache(maxsize=256)(passage_profile.__wrapped__)
 
 
