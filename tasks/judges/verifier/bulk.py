@@ -90,8 +90,7 @@ class BulkBound:
         if not norms:
             return np.zeros(0, dtype=bool)
         with self._lock:
-            if len(self.ids) > self.max_norms:
-                self.cache_clear()
+            self._forget_if_full()
             arrays = [self.passage_ids(p) for p in passages]
             known = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)
             # a norm never seen has no id, hence is in no passage: -1 matches nothing
@@ -106,9 +105,13 @@ class BulkBound:
         with self._lock:
             return self._below(items, bound)
 
-    def _below(self, items: Sequence[Item], bound: float) -> list[np.ndarray | None]:
+    def _forget_if_full(self) -> None:
+        """Between batches only (the caller holds the lock): too many norms, start afresh."""
         if len(self.ids) > self.max_norms:
             self.cache_clear()
+
+    def _below(self, items: Sequence[Item], bound: float) -> list[np.ndarray | None]:
+        self._forget_if_full()
         claims = [self.claim_ids(c, q or "", w) for c, _ps, q, w in items]
         out: list[np.ndarray | None] = [None] * len(items)
         start = 0
