@@ -9,6 +9,8 @@ with its own RAGSPAN_HOME (the state dir). Its measurement (`evaluate`):
 
 - wall_s; cpu_s: user + system seconds of the command and every process it waited for
   (the judge's workers), not the local Prefect server it starts and leaves running;
+  server_cpu_s: that server's own (its process tree, read from /proc before and after the
+  run: a cold run's server starts with it, a re-run's was started by an earlier run);
 - peak_rss_mb / peak_rss_largest_mb: peak RSS of its process tree and of its largest
   process (psutil, sampled every 50 ms); peak_anon_mb / peak_anon_largest_mb: the same of
   RssAnon (heap, without mapped files' pages: the corpus store and the index); load1: the load average when it ended;
@@ -130,6 +132,27 @@ def _children_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
+def server_cpu(home: Path) -> float:
+    """User + system seconds used so far by the local Prefect server of the state dir `home`
+    and its children (0 when none runs): tasks/supervision/local_server.py's record names it."""
+    import psutil
+
+    try:
+        pid = int(json.loads((Path(home) / "server" / "server.json").read_text(encoding="utf-8"))["pid"])
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except (OSError, ValueError, KeyError, TypeError, psutil.Error):
+        return 0.0
+    total = 0.0
+    for q in procs:
+        try:
+            t = q.cpu_times()
+        except psutil.Error:
+            continue
+        total += t.user + t.system
+    return total
+
+
 def _step_seconds(timings: Path) -> tuple[dict[str, float], float | None]:
     """({step: seconds summed over its calls}, the first step's start) from RAGSPAN_TIMINGS."""
     recs = [json.loads(line) for line in timings.read_text().splitlines()] if timings.exists() else []
@@ -146,9 +169,10 @@ def evaluate(data: Path, home: Path, out: Path, runner: str | None = None, ragsp
     cmd = [ragspan, "evaluate", "--data", str(data), "--run", "scale", "--out", str(out), "--quiet"]
     if runner:
         cmd += ["--task-runner", runner]
-    cpu = _children_cpu()
+    cpu, server = _children_cpu(), server_cpu(home)
     r = run_measured(cmd, cli_env(home, timings), data)
     r["cpu_s"] = round(_children_cpu() - cpu, 2)
+    r["server_cpu_s"] = round(server_cpu(home) - server, 2)
     r["load1"] = round(os.getloadavg()[0], 1)
     r.pop("stdout")
     m = read_results(out)

@@ -8,8 +8,8 @@ checkouts, each installed with its own `scripts/install` (so each `ragspan` runs
 code). Each pair runs both sides cold, each in a fresh state dir under DIR, the order
 alternating from pair to pair (base first, then new first, …) so that a machine warming up or
 a neighbour's load falls on both sides alike. Prints one JSON line per run (the harness's
-measurement: CPU seconds of the process tree, wall, peak RSS, load), then the CPU ratio
-new ÷ base of every pair and their median. On a shared machine the CPU seconds are the
+measurement: CPU seconds of the process tree, wall, peak RSS, load, the local server's CPU
+seconds beside them), then the CPU ratio new ÷ base of every pair and their median. On a shared machine the CPU seconds are the
 figure to compare; wall seconds move with the neighbours. `--compare`: the results
 directories of the two sides of every pair are compared file by file (Parquet tables by
 value; manifest, run and report files, which carry the code version, skipped).
@@ -63,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.exit(f"{args.work} exists: cold runs need fresh state dirs")
     args.work.mkdir(parents=True)
     cpu: dict[str, list[float]] = {"base": [], "new": []}
+    server: dict[str, list[float]] = {"base": [], "new": []}  # the local Prefect server's own
     for i in range(args.pairs):
         order = ("base", "new") if i % 2 == 0 else ("new", "base")
         outs = {}
@@ -71,12 +72,13 @@ def main(argv: list[str] | None = None) -> int:
             outs[side] = args.work / f"{side}-{i + 1}-out"
             row = evaluate_in_turn([("cold", args.ws, outs[side])], home, ragspan=getattr(args, side))["cold"]
             cpu[side].append(row["cpu_s"])
+            server[side].append(row["server_cpu_s"])
             print(json.dumps({"pair": i + 1, "side": side, **row}), flush=True)
         if args.compare:
             print(json.dumps({"pair": i + 1, "differing_files": differing_files(outs["base"], outs["new"])}), flush=True)
     ratios = [n / b for n, b in zip(cpu["new"], cpu["base"])]
     print(json.dumps({"cpu_s": cpu, "ratios": [round(r, 3) for r in ratios],
-                      "median_ratio": round(statistics.median(ratios), 3)}), flush=True)
+                      "median_ratio": round(statistics.median(ratios), 3), "server_cpu_s": server}), flush=True)
     return 0
 
 

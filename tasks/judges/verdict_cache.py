@@ -137,8 +137,10 @@ class VerdictCache:
 
     def store(self, entries: dict[bytes, _Entry]) -> None:
         today = int(time.time() // DAY_S)
+        # in key order: neighbouring keys land on the same B-tree pages (random 16-byte keys
+        # otherwise touch a page each; ~0.2 of the writes' CPU measured on 300k rows)
         self._write("INSERT OR REPLACE INTO verdicts VALUES (?,?,?,?,?)",
-                    [(k, _row_json(r), c, int(m), today) for k, (r, c, m) in entries.items()])
+                    [(k, _row_json(r), c, int(m), today) for k, (r, c, m) in sorted(entries.items())])
 
     def _write(self, sql: str, rows: list[tuple]) -> None:
         """One transaction; refused for want of room, it is rolled back (the file keeps

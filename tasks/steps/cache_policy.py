@@ -21,6 +21,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import threading
+import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -51,19 +53,53 @@ class CheckedPickle(PickleSerializer):
 def fingerprint(value: Any) -> str:
     """A process-independent content hash of a task input."""
     if isinstance(value, pd.DataFrame):
-        h = hashlib.sha256(json.dumps([list(map(str, value.columns)), list(map(str, value.dtypes))]).encode())
-        h.update(pd.util.hash_pandas_object(value.index, index=False).to_numpy().tobytes())
-        for name in value.columns:
-            col = value[name]
-            if col.dtype == object:  # lists (bring-your-own claims), None: hash their JSON
-                col = col.map(lambda v: json.dumps(v, sort_keys=True, default=str, ensure_ascii=False))
-            h.update(pd.util.hash_pandas_object(col, index=False).to_numpy().tobytes())
-        return h.hexdigest()
+        return _frame_fingerprint(value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return hashlib.sha256(json.dumps(dataclasses.asdict(value), sort_keys=True, default=str).encode()).hexdigest()
     if value is None or isinstance(value, (str, int, float, bool)):
         return hashlib.sha256(repr(value).encode()).hexdigest()
     return hash_objects(value, raise_on_failure=True) or ""
+
+
+# A shard's tables go to several steps each (its passages to four, its claims to five): a
+# table is hashed once while it lives, not once per step that takes it — a table is never
+# changed after it is made (steps are pure: each returns new tables and leaves its inputs
+# as given; tests/test_step_keys.py checks every input of a whole run after it ran). By
+# identity, held weakly: a table that is gone leaves the memo.
+_frame_digests: dict[int, tuple[weakref.ref, str]] = {}
+_frame_lock = threading.Lock()  # shards' steps run on the flow's worker threads
+
+
+def _frame_fingerprint(value: pd.DataFrame) -> str:
+    key = id(value)
+    with _frame_lock:
+        known = _frame_digests.get(key)
+    if known is not None and known[0]() is value:
+        return known[1]
+    digest = frame_content_hash(value)
+    ref = weakref.ref(value, lambda _, key=key: _forget_frame(key))
+    with _frame_lock:
+        _frame_digests[key] = (ref, digest)
+    return digest
+
+
+def _forget_frame(key: int) -> None:
+    with _frame_lock:
+        known = _frame_digests.get(key)
+        if known is not None and known[0]() is None:
+            del _frame_digests[key]
+
+
+def frame_content_hash(value: pd.DataFrame) -> str:
+    """A DataFrame's content hash, computed afresh: columns, dtypes, index and values."""
+    h = hashlib.sha256(json.dumps([list(map(str, value.columns)), list(map(str, value.dtypes))]).encode())
+    h.update(pd.util.hash_pandas_object(value.index, index=False).to_numpy().tobytes())
+    for name in value.columns:
+        col = value[name]
+        if col.dtype == object:  # lists (bring-your-own claims), None: hash their JSON
+            col = col.map(lambda v: json.dumps(v, sort_keys=True, default=str, ensure_ascii=False))
+        h.update(pd.util.hash_pandas_object(col, index=False).to_numpy().tobytes())
+    return h.hexdigest()
 
 
 # Inputs that say how a step runs, not what it computes: never in a cache key.
