@@ -41,7 +41,8 @@ def evaluate_shard(shard: Shard, spec: JudgeSpec, index_dir: str, top_k: int, th
     across = step.run(validate_offsets, step.run(extract, claims, windows, spec, code, runtime), code)
     split = step.run(chunk_split, diagnoses, marked, across, shard.passages, hits, shard.answers, index_dir, thr,
                      band, code)
-    # the searching answers' claims and verdicts so far: a re-run after a corpus change starts them at the search
-    to_store = shard.pre_search_to_store(claims, judged, searching)
+    # the claims and retrieved verdicts of the answers decomposed here: a re-run after a corpus change that left
+    # an answer's passages alone starts it at the search
+    to_store = shard.pre_search_to_store(claims, judged)
     return shard_result(claims, judged, searched, split, step.stats, step.summary(), searching, to_store,
                         len(shard.answers) - len(todo.answers))

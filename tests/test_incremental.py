@@ -8,10 +8,10 @@ cold run of the same data in a fresh state dir, and the (claim, passage) pairs t
 judge was asked about are recorded (the verifier runs as usual; the test only listens):
 the incremental run must judge exactly the pairs the new corpus needs that no earlier run
 judged, and run.json's `pairs_judged` must count them. Answers none of whose inputs a change
-reaches are reused whole from the answer store; those that searched the corpus but whose
-passages' documents the change left alone start at corpus-wide search, their claims and
-retrieved-passage verdicts from the store (run.json's `answers_resumed` counts them,
-docs/decisions.md #58) — and the results are still the cold run's."""
+reaches are reused whole from the answer store; the others whose retrieved passages the
+change left alone start at corpus-wide search, their claims and retrieved-passage verdicts
+from the store (run.json's `answers_resumed` counts them, docs/decisions.md #58, #67) — and
+the results are still the cold run's."""
 
 from __future__ import annotations
 
@@ -209,16 +209,30 @@ def _assert_reused_whole(metrics: dict, change, answers: int) -> None:
         assert 0 < reused < answers, change.__name__
 
 
-def _assert_resumed_at_the_search(metrics: dict, change, data: Path, answers: int) -> None:
-    """The answers not reused whole whose passages' documents the change left alone — those
-    that searched the corpus — start at corpus-wide search (docs/decisions.md #58): their
-    claims and retrieved-passage verdicts come from the answer store, decompose and extract
-    on retrieved passages are not run for them (run.json counts them: `answers_resumed`)."""
+def passage_rows(data: Path) -> dict[str, list[tuple]]:
+    """Per answer, what its retrieved passages are: chunk id, document, start and text."""
+    text_of = {d["doc_id"]: d["text"] for d in _read(data / "corpus.jsonl")}
+    chunk = {c["chunk_id"]: (c["chunk_id"], c["doc_id"], c["char_start"],
+                             text_of.get(c["doc_id"], "")[c["char_start"]:c["char_end"]])
+             for c in _read(data / "chunks.jsonl")}
+    return {a["question_id"]: [chunk.get(item.get("chunk_id"), item) for item in a["retrieved"]]
+            for a in _read(data / "runs" / "baseline.jsonl")}
+
+
+def _assert_resumed_at_the_search(metrics: dict, change, data: Path, answers: int, before: dict) -> None:
+    """The answers not reused whole whose retrieved passages the change left alone (their
+    texts and starts; the rest of their documents may have changed) start at corpus-wide
+    search (docs/decisions.md #58, #67): their claims and retrieved-passage verdicts come
+    from the answer store, decompose and extract on retrieved passages are not run for them
+    (run.json counts them: `answers_resumed`)."""
     judge = metrics["judge"]
-    touched = answers_citing(data, TOUCHED[change])
-    assert judge["answers_resumed"] == answers - judge["answers_reused"] - len(touched), change.__name__
+    after = passage_rows(data)
+    changed = {q for q, rows in after.items() if rows != before.get(q)}
+    assert judge["answers_resumed"] == answers - judge["answers_reused"] - len(changed), change.__name__
     if change is not remove_document:  # back on an earlier corpus every answer is reused whole
         assert judge["answers_resumed"] > 0, change.__name__
+    if change is edit_documents:  # appended to: the answers retrieving their other chunks resume
+        assert answers_citing(data, TOUCHED[change]) - changed, change.__name__
 
 
 def test_a_rebuild_judges_only_new_pairs_and_gives_the_cold_results(tmp_path, state_dir, monkeypatch):
@@ -236,6 +250,7 @@ def test_a_rebuild_judges_only_new_pairs_and_gives_the_cold_results(tmp_path, st
     shutil.copytree(tmp_path / "out-0", out)
     for step, change in enumerate(CHANGES, 1):
         before = pd.read_parquet(out / "diagnoses.parquet")
+        passages_before = passage_rows(data)
         change(data)
         now, cold = PairLog(), PairLog()
         with now.listening(monkeypatch):
@@ -244,7 +259,8 @@ def test_a_rebuild_judges_only_new_pairs_and_gives_the_cold_results(tmp_path, st
             scratch = run_evaluate(data, tmp_path / f"cold-{step}", params)
         _assert_same_results(out, tmp_path / f"cold-{step}")
         _assert_reused_whole(incremental, change, len(_read(data / "runs" / "baseline.jsonl")))
-        _assert_resumed_at_the_search(incremental, change, data, len(_read(data / "runs" / "baseline.jsonl")))
+        _assert_resumed_at_the_search(incremental, change, data, len(_read(data / "runs" / "baseline.jsonl")),
+                                      passages_before)
         assert json.loads((out / "run.json").read_text())["judge"]["answers_resumed"] == incremental["judge"]["answers_resumed"]
         assert scratch["judge"]["answers_resumed"] == 0  # a cold run decomposes every answer
         _assert_rebuild_told(out, before, incremental, change)

@@ -150,10 +150,11 @@ def test_an_answer_that_searched_the_corpus_is_reused_only_on_the_same_corpus(tm
     assert list(split_known(answers, passages, tmp_path, CTX, True, both).fresh["question_id"]) == ["q0", "q2"]
 
 
-def test_an_answer_that_searched_resumes_at_the_search_while_its_documents_stay(tmp_path: Path):
-    """Its claims and retrieved-passage verdicts are stored under its key by documents
-    (docs/decisions.md #58): after a change elsewhere in the corpus it is fresh, but handed
-    them back; once its own document changed, it starts from decompose."""
+def test_an_answer_resumes_at_the_search_while_its_passages_stay(tmp_path: Path):
+    """Every answer's claims and retrieved-passage verdicts are stored under its key by
+    passages (docs/decisions.md #58, #67): after a change elsewhere in the corpus — or in
+    its own documents, outside the chunks it retrieved — an answer not reused whole is
+    handed them back; once a passage it retrieved changed, it starts from decompose."""
     answers, passages = _answers(3), _passages(3)
     old = corpus_identity(*_corpus(3), "/state/index/abc")
     first = split_known(answers, passages, tmp_path, CTX, True, old)
@@ -165,9 +166,18 @@ def test_an_answer_that_searched_resumes_at_the_search_while_its_documents_stay(
     assert prior is not None and prior.question_ids == {"q2"}
     pd.testing.assert_frame_equal(prior.claims, made.claims.iloc[[2]].reset_index(drop=True))
     pd.testing.assert_frame_equal(prior.judged, made.judged.iloc[[4, 5]].reset_index(drop=True))
+    # its own document changed (appended to, say), its chunks' texts and starts not: it resumes,
+    # and so does an answer that never searched (stored whole by its documents, which moved)
     own = split_known(answers, passages, tmp_path, CTX, True, corpus_identity(*_corpus(3, "d2"), "/i/y"))
-    assert list(own.fresh["question_id"]) == ["q1", "q2"] and set(own.resume) == {"q1"}
-    assert own.prior_of(["q2"]) is None
+    assert list(own.fresh["question_id"]) == ["q1", "q2"] and set(own.resume) == {"q1", "q2"}
+    no_search = split_known(answers, passages, tmp_path, CTX, True, corpus_identity(*_corpus(3, "d0"), "/i/z"))
+    assert list(no_search.fresh["question_id"]) == ["q0", "q1", "q2"] and set(no_search.resume) == {"q0", "q1", "q2"}
+    # a passage it retrieved changed: decomposed again
+    moved = passages.copy()
+    moved.loc[moved["question_id"] == "q2", "passage_text"] = "passage 2 rewritten"
+    rewritten = split_known(answers, moved, tmp_path, CTX, True, corpus_identity(*_corpus(3, "d2"), "/i/y"))
+    assert list(rewritten.fresh["question_id"]) == ["q1", "q2"] and set(rewritten.resume) == {"q1"}
+    assert rewritten.prior_of(["q2"]) is None
 
 
 def test_round_trip_serves_stored_answers_and_evaluates_the_rest(tmp_path: Path):

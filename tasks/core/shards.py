@@ -68,12 +68,11 @@ class Shard:
         return (_by_answer(all_claims, all_claims["question_id"].map(position)),
                 _by_answer(all_judged, all_judged["claim_id"].map(question_of).map(position)))
 
-    def pre_search_to_store(self, claims: pd.DataFrame, judged: pd.DataFrame,
-                            searching: frozenset[str]) -> pd.DataFrame:
-        """The retrieved-passage verdicts worth storing: those of the answers that searched
-        the corpus (their results are keyed by it) and whose pre-search state is not stored yet."""
+    def pre_search_to_store(self, claims: pd.DataFrame, judged: pd.DataFrame) -> pd.DataFrame:
+        """The retrieved-passage verdicts worth storing: those of the answers whose pre-search
+        state is not stored yet (the answers decomposed here)."""
         stored = self.prior.question_ids if self.prior is not None else frozenset()
-        wanted = set(claims.loc[claims["question_id"].isin(searching - stored), "claim_id"])
+        wanted = set(claims.loc[~claims["question_id"].isin(stored), "claim_id"])
         return judged[judged["claim_id"].isin(wanted)].reset_index(drop=True)
 
 
@@ -114,8 +113,8 @@ class ShardResult:
     # Answers (question ids) with a claim that went to corpus-wide search: their results
     # follow the whole corpus (BM25's statistics), so the answer store keys them by it.
     searched: frozenset[str] = frozenset()
-    # schemas.Judgements: the retrieved-passage verdicts of the answers that searched and
-    # were decomposed here (Shard.pre_search_to_store), kept as their pre-search state.
+    # schemas.Judgements: the retrieved-passage verdicts of the answers decomposed here
+    # (Shard.pre_search_to_store), kept as their pre-search state.
     judged: pd.DataFrame | None = None
     resumed: int = 0  # answers whose chain started at corpus-wide search (Shard.prior)
 

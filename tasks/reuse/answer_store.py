@@ -13,10 +13,11 @@ key in the store gets its rows from there; only the others go through the shards
 cached Prefect steps. A re-run with 5 % of the answers changed evaluates those 5 %, wherever
 they are in the file (Prefect's step cache alone re-runs every shard that holds one changed
 answer); one after 5 % of the documents changed evaluates the answers that cite them and
-those that searched the corpus (docs/decisions.md #52) — the latter from corpus-wide search
-on: their claims and retrieved-passage verdicts (pre-search state) are stored under their
-key by documents (tasks/reuse/pre_search.py, docs/decisions.md #58), `Reuse.resume` says whose
-are found, and each shard is handed them as it is made (`Reuse.prior_of`).
+those that searched the corpus (docs/decisions.md #52) — from corpus-wide search on, unless
+a passage they retrieved changed: every answer's claims and retrieved-passage verdicts
+(pre-search state) are stored under its key by passages (tasks/reuse/pre_search.py,
+docs/decisions.md #58, #67), `Reuse.resume` says whose are found, and each shard is handed
+them as it is made (`Reuse.prior_of`).
 
 Store: `<state>/answers/<context>/seg-*/{claims,spans,diagnoses}.parquet`, each row
 tagged with its answer's key — the store layer's directory store `answer_store`
@@ -91,7 +92,7 @@ class Reuse:
 
     def prior_of(self, question_ids: Sequence[str]) -> PreSearch | None:
         """The stored pre-search state of those of `question_ids` that have one (a shard's)."""
-        files = {self.keys[q].documents: self.resume[q] for q in question_ids if q in self.resume}
+        files = {self.keys[q].passages: self.resume[q] for q in question_ids if q in self.resume}
         return pre_search.read_pre_search(files) if files else None
 
 
@@ -130,13 +131,18 @@ def corpus_identity(chunks: pd.DataFrame, corpus: pd.DataFrame, index_dir: str,
 
 
 class AnswerKey(NamedTuple):
-    """An answer's two keys. `documents` (answer, passages, context and the hash of every
+    """An answer's keys. `documents` (answer, passages, context and the hash of every
     document its passages come from) is the key it is stored under when none of its claims
     went to corpus-wide search; `corpus` (answer, passages, context and the corpus digest)
-    when one did — BM25 scores and top-k follow the whole corpus's statistics."""
+    when one did — BM25 scores and top-k follow the whole corpus's statistics. `passages`
+    (answer, passages, context: no document) keys its pre-search state — its claims and the
+    verdicts on its retrieved passages read the answer and those passages' rows alone (their
+    texts and where they start), not the rest of their documents: appending to a document
+    leaves the answers retrieving its other chunks at the search (issue 42 item 4)."""
 
     documents: str
     corpus: str
+    passages: str
 
 
 def _row_hashes(table: pd.DataFrame) -> np.ndarray:
@@ -167,11 +173,12 @@ def answer_keys(answers: pd.DataFrame, passages: pd.DataFrame, context: str,
     for q, h in zip(answers["question_id"], _row_hashes(answers)):
         base = hashlib.sha256(head)
         base.update(np.array([h, *per_question.get(q, ())], dtype=np.uint64).tobytes())
-        by_documents, by_corpus = base.copy(), base
+        by_documents, by_passages, by_corpus = base.copy(), base.copy(), base
         by_documents.update(b"documents")
         by_documents.update(np.array(doc_of_question.get(q, ()), dtype=np.uint64).tobytes())
+        by_passages.update(b"passages")
         by_corpus.update(b"corpus" + corpus.digest.encode())
-        keys[q] = AnswerKey(by_documents.hexdigest()[:32], by_corpus.hexdigest()[:32])
+        keys[q] = AnswerKey(by_documents.hexdigest()[:32], by_corpus.hexdigest()[:32], by_passages.hexdigest()[:32])
     return keys
 
 
@@ -257,10 +264,10 @@ def split_known(answers: pd.DataFrame, passages: pd.DataFrame, root: Path, conte
 
 
 def _resumable(fresh: pd.DataFrame, keys: dict[str, AnswerKey], store: Path) -> dict[str, str]:
-    """Fresh answers whose pre-search state a segment holds under their key by documents
-    (their passages and documents unchanged): question_id → the piece file."""
+    """Fresh answers whose pre-search state a segment holds under their key by passages
+    (their passages unchanged): question_id → the piece file."""
     where = pre_search.located(_segments(store))
-    return {q: where[keys[q].documents] for q in fresh["question_id"] if keys[q].documents in where}
+    return {q: where[keys[q].passages] for q in fresh["question_id"] if keys[q].passages in where}
 
 
 def in_answer_order(table: pd.DataFrame, question_ids: pd.Series, answers: pd.DataFrame) -> pd.DataFrame:
@@ -422,8 +429,8 @@ def remember(reuse: Reuse, run: ShardResult | RunParts) -> None:
     fresh = set(reuse.fresh["question_id"]) - run.retry  # the stored ones are there already
     # under the key its results depend on: its documents, or the corpus it searched
     keep = {q: k.corpus if q in run.searched else k.documents for q, k in reuse.keys.items() if q in fresh}
-    # the pre-search state of those that searched, under their key by documents (not again when resumed)
-    before_search = {q: reuse.keys[q].documents for q in fresh & run.searched if q not in reuse.resume}
+    # the pre-search state of every answer decomposed here, under its key by passages (not again when resumed)
+    before_search = {q: reuse.keys[q].passages for q in fresh if q not in reuse.resume}
     parts = list(run.results) if isinstance(run, RunParts) else [run]
 
     def tables(name: str) -> Iterator[pd.DataFrame]:

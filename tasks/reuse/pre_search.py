@@ -2,14 +2,16 @@
 retrieved passages, kept so that a re-run after a corpus change starts the answer's chain
 at corpus-wide search (docs/decisions.md #58).
 
-decompose and extract-on-retrieved read the answer, its passages and the context alone —
-not the rest of the corpus — so their results hold while the answer's key by documents
-(answer_store.AnswerKey.documents: answer, passages, context and the hash of every document
-its passages cite) does. An answer one of whose claims searched the corpus is stored whole
-under its key by corpus, which any corpus change moves; its pre-search state is stored
-besides, under its key by documents. After 5 % of the documents changed, the answers that
-searched but cite none of them skip decompose and extract on retrieved passages and redo
-only corpus search → … → chunk split; their results are a cold run's.
+decompose and extract-on-retrieved read the answer, its passages (their texts and where
+they start in their documents) and the context alone — not the rest of the corpus — so
+their results hold while the answer's key by passages (answer_store.AnswerKey.passages:
+answer, passages, context) does. An answer is stored whole under its key by documents, or
+by corpus when one of its claims searched the corpus (any corpus change moves that one);
+its pre-search state is stored besides, under its key by passages. After 5 % of the
+documents changed (a sentence appended to each, say), the answers not reused whole whose
+retrieved chunks are unchanged — whether or not they cite a changed document — skip
+decompose and extract on retrieved passages and redo only corpus search → … → chunk split;
+their results are a cold run's.
 
 Files, in each answer-store segment (sealed with it): `pre_search/piece-NNNNN.pickle`, one
 per shard of the run that wrote it — {"claims", "judged"}, each row tagged with its answer's
