@@ -16,7 +16,8 @@ workspaces, as the tests build) — cut with ragspan's own sentence splitter and
 it is one clean sentence (40–300 characters, ≥ 6 words, ends in . ! ?).
 10 % of the pool is held out of the corpus: the hallucinations are drawn from it.
 
-- corpus: documents of 1–8 chunks; a chunk is 3–5 pool sentences joined by spaces;
+- corpus: documents of 1–8 chunks; a chunk is 3–5 pool sentences joined by spaces
+  (~520 characters), or with `--chunk-chars N` as many (at least 3) as bring it nearest N;
   chunks are separated by a blank line; `chunks.jsonl` gives their exact offsets.
   Metadata: `doc_type` (4 values) on documents, `topic` (8 values) on questions.
 - run `runs/scale.jsonl`: one answer per question, 3–5 claims (mean 4), each claim a
@@ -100,6 +101,20 @@ def sentence_pool(source: str | None = None) -> list[str]:
     return pool
 
 
+def _sentences_near(chars: int, pool: list[str], rng: random.Random) -> list[int]:
+    """Pool sentences (at least 3) drawn until the chunk is about `chars` characters long:
+    one more is taken while it brings the length nearer (users' chunks: ~900 characters,
+    issue 42 item 5; the default 3–5 sentences make ~520)."""
+    sents = [rng.randrange(len(pool)) for _ in range(3)]
+    size = sum(len(pool[s]) for s in sents) + 2
+    while True:
+        nxt = rng.randrange(len(pool))
+        if size + (len(pool[nxt]) + 1) / 2 >= chars:
+            return sents
+        sents.append(nxt)
+        size += len(pool[nxt]) + 1
+
+
 class Corpus:
     """The chunks' pool sentences kept compact (one flat int array, offsets, each chunk's
     document): the documents and chunk rows are written as they are made, never held, so
@@ -107,7 +122,7 @@ class Corpus:
     a seed gives the same workspace as before, byte for byte."""
 
     def __init__(self, n_chunks: int, pool: list[str], rng: random.Random, docs_out: TableWriter,
-                 chunks_out: TableWriter):
+                 chunks_out: TableWriter, chunk_chars: int | None = None):
         self.flat = array("i")  # pool indexes of every chunk, one after the other
         self.offsets = array("q", [0])  # chunk c's sentences: flat[offsets[c]:offsets[c + 1]]
         self.chunk_doc = array("i")  # document index of each chunk
@@ -118,7 +133,8 @@ class Corpus:
             doc_id, parts, pos = f"doc{d:06d}", [], 0
             self.doc_first.append(n)
             for i in range(k):
-                sents = [rng.randrange(len(pool)) for _ in range(rng.randint(3, 5))]
+                sents = (_sentences_near(chunk_chars, pool, rng) if chunk_chars
+                         else [rng.randrange(len(pool)) for _ in range(rng.randint(3, 5))])
                 text = " ".join(pool[s] for s in sents)
                 chunks_out.write({"chunk_id": f"{doc_id}#{i}", "doc_id": doc_id,
                                   "char_start": pos, "char_end": pos + len(text)})
@@ -236,9 +252,10 @@ def _check_constraints(rec: dict, claims: list[tuple[str, str]], corpus: Corpus,
 
 def write_workspace(out: Path, n_chunks: int, n_answers: int, seed: int = 13, changed_share: float = 0.05,
                     source: str | None = None, fmt: str = "jsonl",
-                    variants: tuple[str, ...] = ("docs-changed", "rechunked")) -> dict:
+                    variants: tuple[str, ...] = ("docs-changed", "rechunked"), chunk_chars: int | None = None) -> dict:
     """The workspace in `out`, its corpus and chunks as `fmt` (jsonl or parquet); its
-    sentences from `source` (see `_texts`); the corpus `variants` of corpus_variants.py."""
+    sentences from `source` (see `_texts`); the corpus `variants` of corpus_variants.py;
+    `chunk_chars`: chunks of about that many characters instead of 3–5 sentences."""
     t0 = time.perf_counter()
     rng = random.Random(seed)
     pool = sentence_pool(source)
@@ -254,7 +271,7 @@ def write_workspace(out: Path, n_chunks: int, n_answers: int, seed: int = 13, ch
     for stale in (p for f in FORMATS if f != fmt for p in (out / f"corpus.{f}", out / f"chunks.{f}")):
         stale.unlink(missing_ok=True)  # one form per table: the loader refuses two
     with TableWriter(out / f"corpus.{fmt}") as docs_out, TableWriter(out / f"chunks.{fmt}") as chunks_out:
-        corpus = Corpus(n_chunks, corpus_pool, rng, docs_out, chunks_out)
+        corpus = Corpus(n_chunks, corpus_pool, rng, docs_out, chunks_out, chunk_chars)
     pool_index = {t: i for i, t in enumerate(pool)}
 
     def answer(qid: str, r: random.Random) -> tuple[dict, list]:
@@ -292,7 +309,7 @@ def write_workspace(out: Path, n_chunks: int, n_answers: int, seed: int = 13, ch
     from benchmarks.scale.corpus_variants import write_corpus_variants
 
     made = write_corpus_variants(out, variants)  # docs-changed/ and rechunked/: an index rebuild
-    info = {**made, "chunks": n_chunks, "answers": n_answers, "claims": len(expected), "documents": corpus.n_docs,
+    info = {**made, "chunks": n_chunks, "chunk_chars": chunk_chars, "answers": n_answers, "claims": len(expected), "documents": corpus.n_docs,
             "pool_sentences": len(corpus_pool), "held_out_sentences": len(held), "seed": seed,
             "changed_answers": len(picked), "format": fmt,
             "corpus_mb": round(table_path(out, "corpus").stat().st_size / 2**20, 1),
@@ -316,12 +333,14 @@ def main() -> None:
                     help="sentences from ../shared/data (default when present) or the bundled data/sample")
     ap.add_argument("--format", choices=FORMATS, default="jsonl",
                     help="corpus and chunks as JSONL or Parquet (row groups, ParquetWriter)")
+    ap.add_argument("--chunk-chars", type=int, default=None,
+                    help="chunks of about this many characters (users' are ~900) instead of 3-5 sentences (~520)")
     ap.add_argument("--variants", default="docs-changed,rechunked",
                     help="comma-separated corpus variants to write (corpus_variants.py); '' for none")
     a = ap.parse_args()
     variants = tuple(v for v in a.variants.split(",") if v)
     print(json.dumps(write_workspace(Path(a.out), a.chunks, a.answers, a.seed, source=a.source, fmt=a.format,
-                                     variants=variants)))
+                                     variants=variants, chunk_chars=a.chunk_chars)))
 
 
 if __name__ == "__main__":
