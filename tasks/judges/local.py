@@ -215,7 +215,7 @@ def _pool_for(pairs: int, processes: int) -> ProcessPoolExecutor | None:
     with _pool_lock:
         pool = _pools.get(processes)
         if pool is None:
-            pool = _pools[processes] = spawn_pool(processes, setup=_judge_worker_setup)
+            pool = _pools[processes] = spawn_pool(processes)
             atexit.register(pool.shutdown, wait=False, cancel_futures=True)
         return pool
 
@@ -245,27 +245,9 @@ _gc_users = 0
 _gc_saved: tuple[int, int, int] | None = None
 
 
-# A judge worker process does nothing but judge: it keeps the relaxed thresholds for its
-# whole life. Restoring the defaults after each batch made the next allocation collect the
-# young generations the batch had filled — and, every few batches, everything the worker's
-# caches hold: ~11 of the workers' ~69 CPU-s in a cold run at 100k chunks x 10k answers
-# (py-spy, docs/decisions.md #67), all of it spent as each batch ended.
-_in_judge_worker = False
-
-
-def _judge_worker_setup() -> None:
-    """Run in each judge worker as it starts (tasks.state.spawn_pool)."""
-    global _in_judge_worker
-    _in_judge_worker = True
-    gc.set_threshold(*_RELAXED_GC)
-
-
 @contextlib.contextmanager
 def _fewer_collections() -> Iterator[None]:
     global _gc_users, _gc_saved
-    if _in_judge_worker:
-        yield
-        return
     with _gc_lock:
         if _gc_users == 0:
             _gc_saved = gc.get_threshold()

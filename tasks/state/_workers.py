@@ -18,25 +18,17 @@ import multiprocessing
 import os
 import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 
 PARENT_POLL_S = 1.0  # how soon an orphaned worker notices
 
 
-def spawn_pool(workers: int, setup: Callable[[], None] | None = None) -> ProcessPoolExecutor:
+def spawn_pool(workers: int) -> ProcessPoolExecutor:
     """A pool of `workers` spawned processes (spawn, not fork: the parent runs Prefect's
     threads, and a forked child could inherit a lock one of them held), each ending itself
-    when this process dies. `setup` (a module-level function: it is pickled) runs in each
-    worker as it starts."""
+    when this process dies."""
     return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_start_worker, initargs=(os.getpid(), setup))
-
-
-def _start_worker(parent: int, setup: Callable[[], None] | None) -> None:
-    exit_with_parent(parent)
-    if setup is not None:
-        setup()
+                               initializer=exit_with_parent, initargs=(os.getpid(),))
 
 
 def exit_with_parent(parent: int) -> None:

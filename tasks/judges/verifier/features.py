@@ -201,9 +201,12 @@ def _greedy_union_n(c: Claim, sets: tuple[frozenset[str], ...], k: int, cand: li
 _LOOKBEHIND, _LOOKAHEAD = 3, 2
 
 
-def unsupported_bound(claim: Claim, passage: str) -> float:
-    """Share of claim content words anywhere in the passage (cov_all), the short-circuit."""
-    return len(claim.content & passage_norms(passage)) / len(claim.content)
+def unsupported_bound(claim: Claim, passage: str, profile: Passage | None = None) -> float:
+    """Share of claim content words anywhere in the passage (cov_all), the short-circuit.
+    `profile`: the passage's profile when the caller has it (its `all_norms` is
+    `passage_norms`' set: the same words, looked up in the same word table)."""
+    norms = profile.all_norms if profile is not None else passage_norms(passage)
+    return len(claim.content & norms) / len(claim.content)
 
 
 # What the local judge reads besides its model's features: `decide`'s rules, the reasons
