@@ -62,7 +62,7 @@ def cli_env(home: Path, timings: Path | None = None) -> dict:
     return env
 
 
-def _anon_bytes(pid: int) -> int:
+def anon_bytes(pid: int) -> int:
     """RssAnon: the heap and other private memory, without the pages of mapped files (the
     corpus store, the index), which the page cache can take back."""
     try:
@@ -89,7 +89,7 @@ def _tree_rss(p) -> tuple[int, int, int, int]:
             r = q.memory_info().rss
         except psutil.Error:
             continue
-        a = _anon_bytes(q.pid)
+        a = anon_bytes(q.pid)
         total += r
         largest = max(largest, r)
         anon += a

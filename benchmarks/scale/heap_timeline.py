@@ -21,7 +21,7 @@ from pathlib import Path
 
 import psutil
 
-from benchmarks.scale.harness import RAGSPAN, _anon_bytes, cli_env, stop_server
+from benchmarks.scale.harness import RAGSPAN, anon_bytes, cli_env, stop_server
 
 
 def sample(ragspan: str, ws: Path, work: Path) -> dict:
@@ -40,8 +40,8 @@ def sample(ragspan: str, ws: Path, work: Path) -> dict:
                         if "server" not in " ".join(k.cmdline())]
             except psutil.Error:
                 kids = []
-            samples.append((round(time.time() - t0, 1), _anon_bytes(proc.pid) >> 20,
-                            sum(_anon_bytes(k.pid) for k in kids) >> 20))
+            samples.append((round(time.time() - t0, 1), anon_bytes(proc.pid) >> 20,
+                            sum(anon_bytes(k.pid) for k in kids) >> 20))
             time.sleep(0.5)
     finally:
         stop_server(home, ragspan)

@@ -8,9 +8,10 @@ checkouts, each installed with its own `scripts/install` (so each `ragspan` runs
 code). Each pair runs both sides cold, each in a fresh state dir under DIR, the order
 alternating from pair to pair (base first, then new first, …) so that a machine warming up or
 a neighbour's load falls on both sides alike. Prints one JSON line per run (the harness's
-measurement: CPU seconds of the process tree, wall, peak RSS, load, the local server's CPU
-seconds beside them), then the CPU ratio new ÷ base of every pair and their median. On a shared machine the CPU seconds are the
-figure to compare; wall seconds move with the neighbours. `--compare`: the results
+measurement: CPU seconds of the process tree, wall, peak RSS, load, and beside them the local
+server's CPU seconds), then the CPU ratio new ÷ base of every pair and their median. On a
+shared machine the CPU seconds are the figure to compare; wall seconds move with the
+neighbours. `--compare`: the results
 directories of the two sides of every pair are compared file by file (Parquet tables by
 value; manifest, run and report files, which carry the code version, skipped).
 """
