@@ -19,6 +19,7 @@ from functools import lru_cache
 from operator import attrgetter
 from pathlib import Path
 
+from ragspan.tasks.core.analysis import CONTENT, ENTITY, NEGATION, NUMBER, ChunkAnalysis, Words
 from ragspan.tasks.core.text import WORD_PATTERN, norm_set, sentence_spans, word_info
 from ragspan.tasks.judges.verifier.tokens import (
     MATCH_INFO,
@@ -309,3 +310,56 @@ def passage_profile(passage: str) -> Passage:
         sent_sets=tuple(frozenset(norms[i:j]) for i, j in bounds),
         all_norms=frozenset(norms),
     )
+
+
+def passage_from_words(words: Words, norms: dict[int, str]) -> Passage:
+    """`passage_profile` of a chunk text from its stored analysis (tasks/core/analysis.py):
+    the same profile, no word of the text looked at again. `norms`: norm id → norm, holding
+    every id of `words` (ChunkAnalysis.vocab)."""
+    flags = words.flags
+    norm = tuple(map(norms.__getitem__, words.ids.tolist()))
+    s = words.sents.tolist()
+    bounds = tuple(zip(s[0::2], s[1::2]))
+    return Passage(
+        starts=tuple(words.starts.tolist()), ends=tuple(words.ends.tolist()), norms=norm,
+        content=tuple((flags & CONTENT).astype(bool).tolist()), negs=tuple((flags & NEGATION).astype(bool).tolist()),
+        numbers=tuple((flags & NUMBER).astype(bool).tolist()), entities=tuple((flags & ENTITY).astype(bool).tolist()),
+        sents=bounds, sent_sets=tuple(frozenset(norm[i:j]) for i, j in bounds), all_norms=frozenset(norm),
+    )
+
+
+def stored_profile(analysis: ChunkAnalysis, row: int) -> Passage:
+    """The passage profile of the index's chunk at `row`, from its stored analysis."""
+    words = analysis.words(row)
+    analysis.vocab.fill(words.ids.tolist())
+    return passage_from_words(words, analysis.vocab)
+
+
+_STORED: dict[str, Passage] = {}  # the profiles read from an index's analysis, most recent
+_MAX_STORED = 4096  # as passage_profile's cache: a claim's passages are reused by its answer's other claims
+
+
+def passage_profiles(passages: list[str], analysis: ChunkAnalysis | None) -> dict[str, Passage]:
+    """Every passage's profile: read from the index's stored analysis (`analysis`) for the
+    chunk texts it holds, the rest made (`passage_profile`). The same profiles either way."""
+    out: dict[str, Passage] = {}
+    todo: list[str] = []
+    for p in passages:
+        if p in out:
+            continue
+        got = _STORED.get(p)
+        if got is not None:
+            out[p] = got
+        else:
+            out[p] = None  # type: ignore[assignment]
+            todo.append(p)
+    if todo and analysis is not None:
+        if len(_STORED) + len(todo) > _MAX_STORED:
+            _STORED.clear()
+        for p, row in zip(todo, analysis.rows_of(todo).tolist(), strict=True):
+            if row >= 0:
+                out[p] = _STORED[p] = stored_profile(analysis, row)
+    for p in todo:
+        if out[p] is None:
+            out[p] = passage_profile(p)
+    return out
