@@ -235,6 +235,9 @@ class ChunkAnalysis:
 
     def __init__(self, rows: pa.Table, texts: pa.Table, norms: pa.Table, hashes: np.ndarray) -> None:
         self._columns = {name: _flat(rows.column(name)) for name in ANALYSIS_SCHEMA.names}
+        # every column has the table's record batches: (values, offsets) per column, per batch
+        self._by_batch = list(zip(*(self._columns[name]._batches for name in ANALYSIS_SCHEMA.names), strict=True))
+        self._row_starts = self._columns["ids"]._starts
         self._texts = texts.column("text")
         self._text_starts = np.cumsum([0] + [len(c) for c in self._texts.chunks])
         order = np.argsort(hashes, kind="stable")
@@ -269,9 +272,10 @@ class ChunkAnalysis:
         return self._columns["ids"].gather(rows)
 
     def words(self, row: int) -> Words:
-        """The row's arrays."""
-        c = self._columns
-        return Words(*(c[name].row(row) for name in ANALYSIS_SCHEMA.names))
+        """The row's arrays (views of the mapped file)."""
+        b = int(np.searchsorted(self._row_starts, row, side="right")) - 1
+        r = row - int(self._row_starts[b])
+        return Words(*(values[offsets[r]:offsets[r + 1]] for values, offsets in self._by_batch[b]))
 
     def norms_of(self, ids: list[int]) -> list[str]:
         """The norm of each id (every id of the index has one)."""
@@ -286,8 +290,9 @@ class _Vocab(dict):
         super().__init__()
         self._analysis = analysis
 
-    def fill(self, ids: list[int]) -> None:
-        missing = [i for i in set(ids) if i not in self]
+    def fill(self, ids: list[int] | np.ndarray) -> None:
+        """Every id of `ids` looked up (those not known yet, in one pass over the table)."""
+        missing = list(set(ids.tolist() if isinstance(ids, np.ndarray) else ids) - self.keys())
         if missing:
             self.update(zip(missing, self._analysis.norms_of(missing), strict=True))
 

@@ -403,6 +403,8 @@ def _missing_words(profile: Claim, present: frozenset[str], passage: str, qs: in
     the claim — what a reason quotes instead of stems. Words from the question are never
     missing."""
     names = [profile.surface.get(e, e) for e in sorted(profile.new_entities - present)]
+    if not profile.new_numbers:  # (most claims: the quoted sentences need not be tokenised)
+        return names, []
     window = passage_norms(passage[qs:qe]) if qs is not None and qe is not None else frozenset()
     numbers = [profile.surface.get(n, n) for n in sorted(profile.new_numbers - window)]
     return names, numbers

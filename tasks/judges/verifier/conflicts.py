@@ -12,7 +12,7 @@ Pure functions of the claim's and the passage's profiles.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from functools import cache, partial
+from functools import partial
 from typing import NamedTuple
 
 from ragspan.tasks.judges.verifier.profiles import Claim, Passage, passage_norms
@@ -46,9 +46,22 @@ def window_clashes(claim: Claim, p: Passage, passage: str, i: int, j: int) -> tu
     rule by rule in a fixed order (a word two rules locate keeps the later one's evidence)."""
     base = p.starts[i]
     wtext = passage[base:p.ends[j - 1]]
-    wtoks = cache(partial(tokens, wtext))  # the window's tokens, made on first use: most windows need none
+    wtoks = _on_first_use(partial(tokens, wtext))  # the window's tokens: most windows need none
     return (*number_clashes(claim, p, i, j), *unit_clashes(claim, wtext, wtoks, base),
             *name_clashes(claim, p, i, j, wtext, passage), *negation_clashes(claim, p, i, j, wtext, wtoks))
+
+
+def _on_first_use(make: Callable[[], list[Token]]) -> WindowTokens:
+    """`make()`, called at the first call only (functools.cache, made per window, cost more
+    than most windows' whole check)."""
+    made: list[list[Token]] = []
+
+    def get() -> list[Token]:
+        if not made:
+            made.append(make())
+        return made[0]
+
+    return get
 
 
 def _found_unlocated(kind: str, located: list[Clash]) -> list[Clash]:

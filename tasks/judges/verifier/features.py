@@ -357,12 +357,13 @@ def _other_features(claim: Claim, p: Passage, hits: list[frozenset[str]], cand: 
     else:
         soft3 = u3
     sdf = {w: sum(1 for h in hits if w in h) for w in C}
+    claim_trigrams = trigrams(claim.seq)  # (only this feature reads them: not kept in every claim's profile)
     spec = {w: claim.weights[w] * math.log1p(ns / max(1, sdf[w])) for w in C}
     return {
         "wcov_all": _wcov(claim, allp), "wcov_u3": _wcov(claim, u3), "wcov_u5": _wcov(claim, u5),
         "soft_w": (len(bset) + soft_extra) / n, "bigram_w": bigram_w, "bigram_all": bigram_all,
         "lcs_w": _lcs(claim.seq, [w for w in wcontent if w in C]) / len(claim.seq),
-        "tri_w": len(claim.trigrams & trigrams(wcontent)) / len(claim.trigrams),
+        "tri_w": len(claim_trigrams & trigrams(wcontent)) / len(claim_trigrams),
         "miss_max": max((claim.weights[w] for w in miss), default=0.0) / 6, "miss_n": min(len(miss), 8) / 8,
         "num_n": min(len(nums), 3) / 3, "num_found_w": num_found_w,
         "num_conflict": float(bool(nums - wset) and any(p.numbers[i:j])),

@@ -19,6 +19,7 @@ from functools import lru_cache
 from operator import attrgetter
 from pathlib import Path
 
+import numpy as np
 from ragspan.tasks.core.analysis import CONTENT, ENTITY, NEGATION, NUMBER, ChunkAnalysis, Words
 from ragspan.tasks.core.text import WORD_PATTERN, norm_set, sentence_spans, word_info
 from ragspan.tasks.judges.verifier.tokens import (
@@ -64,7 +65,6 @@ class Claim:
     entities: frozenset[str]
     new: frozenset[str]  # content words not in the question
     negated: bool
-    trigrams: frozenset[str]
     top3: tuple[str, ...]  # the 3 most informative content norms
     surface: dict[str, str]  # content norm -> the claim's own word (first occurrence): reasons quote it
     # What the claim adds to its question, which alone must be found: words from the
@@ -214,7 +214,6 @@ def claim_profile(claim: str, question: str = "", whole_answer: bool = False) ->
         entities=entities,
         new=new if new else cset,
         negated=negated,
-        trigrams=trigrams(seq),
         top3=tuple(sorted(cset, key=lambda w: (-weight(w), w))[:3]),
         surface=_surface(content),
         new_entities=frozenset(f.norm for _, f in new_names),
@@ -245,11 +244,14 @@ def _name_slots(text: str, toks: list[Token], names: set[str]) -> tuple[tuple[st
     return tuple(out)
 
 
+_HYPHENS = re.compile(r"[-‐–]")
+
+
 def _spellings(raw: str, norm: str) -> frozenset[str]:
     """Norms under which a name counts as present: its own, accent-folded, and (for a
     hyphenated name) each part."""
     out = {norm, word_info(fold(raw)).norm}
-    for part in re.split(r"[-‐–]", raw):
+    for part in _HYPHENS.split(raw):
         if part and part != raw:
             out.add(word_info(part).norm)
     return frozenset(out)
@@ -312,18 +314,22 @@ def passage_profile(passage: str) -> Passage:
     )
 
 
+# flag bits → whether each is set, looked up per word in C (map over a list)
+_HAS = {bit: [bool(v & bit) for v in range(16)] for bit in (CONTENT, NEGATION, NUMBER, ENTITY)}
+
+
 def passage_from_words(words: Words, norms: dict[int, str]) -> Passage:
     """`passage_profile` of a chunk text from its stored analysis (tasks/core/analysis.py):
     the same profile, no word of the text looked at again. `norms`: norm id → norm, holding
     every id of `words` (ChunkAnalysis.vocab)."""
-    flags = words.flags
+    flags = words.flags.tolist()
     norm = tuple(map(norms.__getitem__, words.ids.tolist()))
     s = words.sents.tolist()
     bounds = tuple(zip(s[0::2], s[1::2]))
     return Passage(
         starts=tuple(words.starts.tolist()), ends=tuple(words.ends.tolist()), norms=norm,
-        content=tuple((flags & CONTENT).astype(bool).tolist()), negs=tuple((flags & NEGATION).astype(bool).tolist()),
-        numbers=tuple((flags & NUMBER).astype(bool).tolist()), entities=tuple((flags & ENTITY).astype(bool).tolist()),
+        content=tuple(map(_HAS[CONTENT].__getitem__, flags)), negs=tuple(map(_HAS[NEGATION].__getitem__, flags)),
+        numbers=tuple(map(_HAS[NUMBER].__getitem__, flags)), entities=tuple(map(_HAS[ENTITY].__getitem__, flags)),
         sents=bounds, sent_sets=tuple(frozenset(norm[i:j]) for i, j in bounds), all_norms=frozenset(norm),
     )
 
@@ -356,9 +362,11 @@ def passage_profiles(passages: list[str], analysis: ChunkAnalysis | None) -> dic
     if todo and analysis is not None:
         if len(_STORED) + len(todo) > _MAX_STORED:
             _STORED.clear()
-        for p, row in zip(todo, analysis.rows_of(todo).tolist(), strict=True):
+        rows = analysis.rows_of(todo)
+        analysis.vocab.fill(np.unique(analysis.ids_of(rows[rows >= 0])[0]))  # every norm the batch needs, at once
+        for p, row in zip(todo, rows.tolist(), strict=True):
             if row >= 0:
-                out[p] = _STORED[p] = stored_profile(analysis, row)
+                out[p] = _STORED[p] = passage_from_words(analysis.words(row), analysis.vocab)
     for p in todo:
         if out[p] is None:
             out[p] = passage_profile(p)
