@@ -16,6 +16,8 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 from conftest import REPO
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from ragspan.tasks.config import ANALYSIS_ROOTS, source_hash
 from ragspan.tasks.core import analysis as an
 from ragspan.tasks.core.text import content_norms
@@ -75,6 +77,29 @@ def test_the_analysis_is_the_texts_words_and_sentences():
     # ids come from the norms' text: the same in a batch of its own, in another order
     alone = an.analyse([HARD[2]])
     assert alone.rows.column("ids")[0].as_py() == got.rows.column("ids")[2].as_py()
+
+
+_PIECES = st.sampled_from(["a", "Zb", "é", "e\u0301", "1", "2,5", "_", " ", "  ", "\n", "\r\n", ".", ",", "'", "’", ":",
+                           "/", "-", "—", "%", "ß", "İ", "Ⅻ", "²", "三", "\u00a0", "\u200b", "!", "?", "Mr.", "U.S.",
+                           "not", "isn't", "The", "30%", "v2.4"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(_PIECES, max_size=30).map("".join), min_size=1, max_size=5))
+def test_random_texts_are_analysed_as_the_judge_reads_them(texts):
+    got = an.analyse(texts)
+    vocab = dict(zip(got.norms.column("id").to_pylist(), got.norms.column("norm").to_pylist()))
+    for row, text in enumerate(texts):
+        p = passage_profile.__wrapped__(text)
+        ids = got.rows.column("ids")[row].as_py()
+        flags = got.rows.column("flags")[row].as_py()
+        assert tuple(got.rows.column("starts")[row].as_py()) == p.starts
+        assert tuple(got.rows.column("ends")[row].as_py()) == p.ends
+        assert tuple(vocab[i] for i in ids) == p.norms and all(an.norm_id(vocab[i]) == i for i in ids)
+        assert tuple(bool(f & an.CONTENT) for f in flags) == p.content
+        assert tuple(bool(f & an.ENTITY) for f in flags) == p.entities
+        s = got.rows.column("sents")[row].as_py()
+        assert tuple(zip(s[0::2], s[1::2])) == p.sents
 
 
 def test_an_analysis_read_back_is_a_fresh_profile(tmp_path):

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from ragspan.tasks.core.corpus_identity import text_hashes
 from ragspan.tasks.core.text import WORD_PATTERN, sentence_spans, word_info
 from ragspan.tasks.state import mapped_buffer
@@ -110,10 +111,11 @@ _MAX_FORMS = 1 << 21  # forms kept per process: past it, a batch starts a fresh 
 _FORMS = _Forms()
 
 
-def _word_bounds(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(starts, ends) of WORD_PATTERN's matches in the text of these code points: maximal
-    runs of word characters and joiners that sit between two word characters (a joiner
-    never begins or ends a match, and two joiners in a row stop it)."""
+def _word_bounds(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(starts, ends, inside) of WORD_PATTERN's matches in the text of these code points:
+    maximal runs of word characters and joiners that sit between two word characters (a
+    joiner never begins or ends a match, and two joiners in a row stop it); `inside`: per
+    code point, whether it is in a word."""
     low = np.minimum(codes, 127)  # (every code point past ASCII is looked at apart)
     word, joins = _ASCII_WORD[low], _ASCII_JOINER[low]
     other = np.flatnonzero(codes >= 128)
@@ -125,7 +127,7 @@ def _word_bounds(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if len(codes) > 2:
         inside[1:-1] |= joins[1:-1] & word[:-2] & word[2:]
     edges = np.diff(inside.astype(np.int8), prepend=np.int8(0), append=np.int8(0))
-    return np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+    return np.flatnonzero(edges == 1), np.flatnonzero(edges == -1), inside
 
 
 @dataclass(frozen=True)
@@ -148,11 +150,8 @@ def analyse(texts: list[str]) -> Analysed:
     base = np.zeros(len(texts) + 1, dtype=np.int64)
     np.cumsum(lengths + 1, out=base[1:])
     codes = np.frombuffer(joined.encode("utf-32-le"), dtype=np.uint32)
-    starts, ends = _word_bounds(codes)
-    matches = WORD_PATTERN.findall(joined)
-    if len(matches) != len(starts):  # the offsets above and the regex must agree word for word
-        raise AssertionError(f"word offsets: {len(starts)} words located, the pattern matched {len(matches)}")
-    forms = np.fromiter(map(_FORMS.__getitem__, matches), dtype=np.int64, count=len(matches))
+    starts, ends, inside = _word_bounds(codes)
+    forms = _word_forms(joined, codes, starts, ends, inside)
     form_ids, form_flags = _FORMS.arrays()
     ids, flags = form_ids[forms], form_flags[forms]
     # words per text: a text's words start inside [base[t], base[t] + len[t])
@@ -173,6 +172,25 @@ def analyse(texts: list[str]) -> Analysed:
     content = (flags & CONTENT).astype(bool)
     terms = _terms(forms, content, word_off, norms_of)
     return Analysed(rows, norms, terms)
+
+
+def _word_forms(joined: str, codes: np.ndarray, starts: np.ndarray, ends: np.ndarray, in_word: np.ndarray
+                ) -> np.ndarray:
+    """Each word's form number (`_FORMS`): the words cut out of the text's UTF-8 as one Arrow
+    string array, its distinct values found in C (dictionary_encode), and only those looked
+    up in Python — no Python string per word."""
+    utf8 = np.frombuffer(joined.encode("utf-8"), dtype=np.uint8)
+    width = 1 + (codes >= 0x80).astype(np.int64) + (codes >= 0x800) + (codes >= 0x10000)  # UTF-8 bytes per code point
+    at = np.zeros(len(codes) + 1, dtype=np.int64)
+    np.cumsum(width, out=at[1:])
+    data = utf8[np.repeat(in_word, width)]
+    offsets = np.zeros(len(starts) + 1, dtype=np.int64)
+    np.cumsum(at[ends] - at[starts], out=offsets[1:])
+    words = pa.LargeStringArray.from_buffers(len(starts), pa.py_buffer(offsets), pa.py_buffer(data))
+    encoded = pc.dictionary_encode(words)
+    distinct = np.fromiter(map(_FORMS.__getitem__, encoded.dictionary.to_pylist()), dtype=np.int64,
+                           count=len(encoded.dictionary))
+    return distinct[encoded.indices.to_numpy()] if len(starts) else np.zeros(0, dtype=np.int64)
 
 
 def _terms(forms: np.ndarray, content: np.ndarray, word_off: np.ndarray, norms_of: list[str]) -> list[str]:
