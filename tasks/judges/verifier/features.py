@@ -94,8 +94,6 @@ FEATURES: tuple[str, ...] = (
 # these. Chosen on the tune half of RAGTruth dev (benchmarks/ragtruth --split) among 3.0,
 # 3.5, 4.0, 4.5 and names and numbers alone.
 ADDED_RARITY = 3.5
-# A claim with one of these words speaks of its speaker (features._added).
-_SPEAKER = frozenset(["i", "i'm", "i've", "i'd", "i'll", "me", "my", "mine", "we", "our"])
 
 
 def _added(claim: Claim, present: frozenset[str]) -> float:
@@ -113,10 +111,9 @@ def _added(claim: Claim, present: frozenset[str]) -> float:
 
 def added_always(claim: Claim) -> bool:
     """Whether the claim always adds what no passage's words can state (`_added`): a polar
-    or short answer judged with its question, or a conversational claim."""
-    if claim.polar is not None or not claim.content <= {t.info.norm for t in claim.written}:
-        return True
-    return any(c in claim.text for c in "?!") or any(t.raw.lower() in _SPEAKER for t in claim.written)
+    or short answer judged with its question, or a conversational claim (one with a word of
+    profiles.SPEAKER). Decided once per claim, in its profile."""
+    return claim.always_adds
 
 
 # Ordinals are numbers a paraphrase keeps: "the fourth largest lake" against a passage that
@@ -156,7 +153,7 @@ class PairResult:
 
 
 def _wcov(c: Claim, present) -> float:
-    tot = math.fsum(c.weights.values())
+    tot = c.weight_sum
     return math.fsum(v for w, v in c.weights.items() if w in present) / tot
 
 
@@ -232,7 +229,7 @@ def pair_features(claim: Claim, passage: str, full: bool = True, profile: Passag
     ns = len(p.sents)
     hits = [C & s for s in p.sent_sets]
     cand = [k for k in range(ns) if hits[k]]
-    wsum = math.fsum(claim.weights.values())
+    wsum = claim.weight_sum
 
     cov_w1 = max((len(h) / n for h in hits), default=0.0)
     # THE window: best 1-2 sentences
@@ -268,7 +265,7 @@ def pair_features(claim: Claim, passage: str, full: bool = True, profile: Passag
                      miss_max=max(claim.weights.values()) / 6, miss_n=min(n, 8) / 8,
                      year_missing=float(bool(claim.years)),
                      len_claim=math.log1p(n) / 3,
-                     miss_wsum=min(1.0, math.fsum(claim.weights.values()) / 12),
+                     miss_wsum=min(1.0, claim.weight_sum / 12),
                      len_passage=math.log1p(len(p.sents)) / 5,
                      num_found_all=_share(claim.new_numbers, allp),
                      ent_new_all=names_found(claim, allp, passage),
@@ -279,7 +276,7 @@ def pair_features(claim: Claim, passage: str, full: bool = True, profile: Passag
     wset = frozenset(p.norms[i:j])
     wcov_w = best[0]
     u3, n_used = _greedy_union_n(claim, p.sent_sets, 3, cand)
-    new_tot = math.fsum(claim.weights[w] for w in claim.new)
+    new_tot = claim.new_weight_sum
     hit_idx = [k for k in range(i, j) if p.norms[k] in C]  # the quote: first to last claim word
     first, last = hit_idx[0], hit_idx[-1]
     fit = _greedy_union(claim, p.sent_sets, min(5, max(1, len(claim.clauses))), cand)

@@ -12,6 +12,7 @@ Pure; deterministic. Vocabulary:
 from __future__ import annotations
 
 import json
+import math
 import re
 from bisect import bisect_left
 from dataclasses import dataclass
@@ -83,6 +84,11 @@ class Claim:
     # as written unless it is a polar answer)
     quantities: tuple[Quantity, ...]
     capitalised: frozenset[str]  # every name or code (capitalised, sentence-initial included; "2004's")
+    # per claim, not per pair: the sum of `weights` (math.fsum), the same over `new`, and
+    # whether the claim always adds what no passage's words state (features.added_always)
+    weight_sum: float
+    new_weight_sum: float
+    always_adds: bool
 
 
 def trigrams(norms: list[str] | tuple[str, ...]) -> frozenset[str]:
@@ -201,18 +207,21 @@ def claim_profile(claim: str, question: str = "", whole_answer: bool = False) ->
         negated = negation_reach(question).negated != negated
     if polar is not None and polar[0] == "no":
         negated = not negated
+    written_toks = tuple(toks) if claim is written else tuple(tokens(written))
+    weights = {w: weight(w) for w in cset}
+    final_new = new if new else cset
     return Claim(
         text=written,
-        written=tuple(toks) if claim is written else tuple(tokens(written)),
+        written=written_toks,
         asked=asked_norms(question, whole_answer, written),
         seq=seq,
         clauses=tuple(clauses),
         content=cset,
-        weights={w: weight(w) for w in cset},
+        weights=weights,
         numbers=numbers,
         years=frozenset(f.norm for _, raw, f in content if f.is_number and _YEAR.fullmatch(f.norm)),
         entities=entities,
-        new=new if new else cset,
+        new=final_new,
         negated=negated,
         top3=tuple(sorted(cset, key=lambda w: (-weight(w), w))[:3]),
         surface=_surface(content),
@@ -227,7 +236,24 @@ def claim_profile(claim: str, question: str = "", whole_answer: bool = False) ->
         quantities=tuple(quantities(own, toks if own is claim else None)),
         capitalised=frozenset(f.norm for _, raw, f in content if (raw[:1].isupper() or f.is_entity)
                               and not f.is_number),
+        weight_sum=math.fsum(weights.values()),
+        new_weight_sum=math.fsum(weights[w] for w in final_new),
+        always_adds=_always_adds(written, polar, cset, written_toks),
     )
+
+
+# A claim with one of these words speaks of its speaker (features.added_always).
+SPEAKER = frozenset(["i", "i'm", "i've", "i'd", "i'll", "me", "my", "mine", "we", "our"])
+
+
+def _always_adds(text: str, polar: tuple[str, str] | None, content: frozenset[str],
+                 written: tuple[Token, ...]) -> bool:
+    """features.added_always of the claim: a polar or short answer judged with its question
+    (its statement's words are not its own), or a conversational claim — a question, an
+    exclamation, or one in the first person."""
+    if polar is not None or not content <= {t.info.norm for t in written}:
+        return True
+    return any(c in text for c in "?!") or any(t.raw.lower() in SPEAKER for t in written)
 
 
 def _name_slots(text: str, toks: list[Token], names: set[str]) -> tuple[tuple[str, str, str], ...]:
