@@ -9,9 +9,11 @@ in `ANALYSIS_FILE`, one row per chunk (the same rows, in the same order):
 - `ids` (uint64): each word's norm (`word_info(word).norm`) as `norm_id(norm)`, a hash of
   the norm's text — an id from the content, never from the order words were first seen, so
   an index updated after a corpus change holds the same ids as a fresh build;
-- `flags` (uint8): each word's `CONTENT`, `NEGATION`, `NUMBER`, `ENTITY` bits;
-- `sents` (int32): each sentence (`text.sentence_spans`) as the word range [i, j) it
-  covers, flattened (i0, j0, i1, j1, …); a text with words but no sentence is one.
+- `flags` (uint8): each word's `CONTENT`, `NEGATION`, `NUMBER`, `ENTITY` bits.
+
+Sentences are not kept: segmenting is two fifths of what analysing a text costs (sentencex,
+~13 µs a chunk), and the judge reads a fraction of a large corpus's chunks — a passage's
+sentences are found when the judge reads it (verifier/profiles.py `passage_from_words`).
 
 and `NORMS_FILE`, every norm id with its text, sorted by id (a lookup table: after an
 update it may also hold norms no chunk uses any more). The judge turns a row back into its
@@ -19,8 +21,8 @@ passage profile (verifier/profiles.py `passage_from_analysis`) and the bulk boun
 ids alone; neither tokenises a chunk text the index holds (`ChunkAnalysis.row_of`).
 
 Pure; vectorised over a batch of texts: one regex pass and one dict lookup per word, in C;
-word offsets from a NumPy pass over the batch's code points; a Python step per sentence
-line only (sentencex). The arrays' key is the code that makes them (`ANALYSIS_ROOTS` in
+word offsets from a NumPy pass over the batch's code points; the words cut out of its UTF-8
+and encoded in C; a Python step per distinct word only. The arrays' key is the code that makes them (`ANALYSIS_ROOTS` in
 tasks/config.py: this module and what it imports), not a constant to remember to bump.
 """
 
@@ -35,7 +37,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from ragspan.tasks.core.corpus_identity import text_hashes
-from ragspan.tasks.core.text import WORD_PATTERN, sentence_spans, word_info
+from ragspan.tasks.core.text import word_info
 from ragspan.tasks.state import mapped_buffer
 
 CHUNKS_FILE = "chunks.arrow"  # the index's chunk rows (tasks/steps/index_build.py ROW_SCHEMA)
@@ -46,7 +48,7 @@ CONTENT, NEGATION, NUMBER, ENTITY = 1, 2, 4, 8
 
 ANALYSIS_SCHEMA = pa.schema([
     ("starts", pa.list_(pa.int32())), ("ends", pa.list_(pa.int32())), ("ids", pa.list_(pa.uint64())),
-    ("flags", pa.list_(pa.uint8())), ("sents", pa.list_(pa.int32())),
+    ("flags", pa.list_(pa.uint8())),
 ])
 NORMS_SCHEMA = pa.schema([("id", pa.uint64()), ("norm", pa.string())])
 
@@ -145,7 +147,7 @@ def analyse(texts: list[str]) -> Analysed:
     """Every text's analysis (see the module docstring), the batch at once."""
     if len(_FORMS) > _MAX_FORMS:
         _FORMS.reset()
-    joined = "\n".join(texts)  # a line break: no word crosses it, and it ends a sentence
+    joined = "\n".join(texts)  # a line break: no word crosses it
     lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
     base = np.zeros(len(texts) + 1, dtype=np.int64)
     np.cumsum(lengths + 1, out=base[1:])
@@ -160,11 +162,9 @@ def analyse(texts: list[str]) -> Analysed:
     text_of = np.repeat(np.arange(len(texts)), np.diff(word_off))
     rel_starts = (starts - base[:-1][text_of]).astype(np.int32)
     rel_ends = (ends - base[:-1][text_of]).astype(np.int32)
-    sent_flat, sent_off = _sentences(texts, starts, base, word_off)
     rows = pa.RecordBatch.from_arrays([
         _lists(rel_starts, word_off, pa.int32()), _lists(rel_ends, word_off, pa.int32()),
         _lists(ids, word_off, pa.uint64()), _lists(flags, word_off, pa.uint8()),
-        _lists(sent_flat, sent_off, pa.int32()),
     ], schema=ANALYSIS_SCHEMA)
     used = np.unique(forms)
     norms_of = _FORMS.norms
@@ -201,33 +201,6 @@ def _terms(forms: np.ndarray, content: np.ndarray, word_off: np.ndarray, norms_o
     return [" ".join(words[a:b]) for a, b in zip(per_text[:-1].tolist(), per_text[1:].tolist())]
 
 
-def _sentences(texts: list[str], starts: np.ndarray, base: np.ndarray, word_off: np.ndarray
-               ) -> tuple[np.ndarray, np.ndarray]:
-    """(flat, offsets): per text its sentences as word ranges [i, j) relative to its first
-    word — passage_profile's bounds: a sentence that covers no word start is dropped, and a
-    text with words but no sentence is one."""
-    spans = [sentence_spans.__wrapped__(t) for t in texts]  # (not through its cache: texts seen once)
-    per = np.fromiter(map(len, spans), dtype=np.int64, count=len(texts))
-    flat = np.fromiter((x for sp in spans for s in sp for x in s), dtype=np.int64, count=2 * int(per.sum()))
-    owner = np.repeat(np.arange(len(texts)), per)
-    s = flat[0::2] + base[:-1][owner]
-    e = flat[1::2] + base[:-1][owner]
-    i = np.searchsorted(starts, s) - word_off[:-1][owner]
-    j = np.searchsorted(starts, e) - word_off[:-1][owner]
-    keep = j > i
-    counts = np.bincount(owner[keep], minlength=len(texts))
-    pairs = np.stack([i[keep], j[keep]], axis=1).reshape(-1)
-    words = np.diff(word_off)
-    lonely = np.flatnonzero((counts == 0) & (words > 0))  # words, no sentence: the whole text is one
-    if lonely.size:
-        at = np.cumsum(counts)[lonely]  # where each lonely text's (empty) run ends
-        pairs = np.insert(pairs, np.repeat(2 * at, 2), np.stack([np.zeros_like(lonely), words[lonely]], 1).reshape(-1))
-        counts[lonely] = 1
-    off = np.zeros(len(texts) + 1, dtype=np.int64)
-    np.cumsum(2 * counts, out=off[1:])
-    return pairs.astype(np.int32), off
-
-
 def _lists(values: np.ndarray, offsets: np.ndarray, kind: pa.DataType) -> pa.ListArray:
     return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32), pa.int32()), pa.array(values, kind))
 
@@ -243,7 +216,6 @@ class Words:
     ends: np.ndarray
     ids: np.ndarray
     flags: np.ndarray
-    sents: np.ndarray  # flattened (i, j) word ranges
 
 
 class ChunkAnalysis:
@@ -275,13 +247,14 @@ class ChunkAnalysis:
             lo = int(at[k])
             while lo < len(self._hashes) and self._hashes[lo] == hashes[k]:
                 row = int(self._hash_order[lo])
-                if self._text(row) == texts[k]:
+                if self.text(row) == texts[k]:
                     out[k] = row
                     break
                 lo += 1
         return out
 
-    def _text(self, row: int) -> str:
+    def text(self, row: int) -> str:
+        """The chunk text of `row`."""
         b = int(np.searchsorted(self._text_starts, row, side="right")) - 1
         return self._texts.chunks[b][row - int(self._text_starts[b])].as_py()
 
