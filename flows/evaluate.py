@@ -103,7 +103,7 @@ def evaluate(data_dir: str, run: str, out_dir: str, params_path: str | None = No
             known = timed(reuse_answers, ws.answers, passages_for(ws), str(answers), context,
                           settings.pipeline.reuse_answers, corpus)  # the passages only for the answers' keys
             progress.current().reused(known.reused, -(-len(known.fresh) // settings.pipeline.shard_size))
-            runtime = judge_runtime(settings.pipeline, state_dir(), judge_processes(settings.pipeline), index_dir)
+            runtime = judge_runtime(settings.pipeline, state_dir(), judge_processes(settings.pipeline))
             # each with its own passages, and its answers' stored pre-search state (start at the search)
             shards = iter_shards(known.fresh, ws, settings.pipeline.shard_size, known.prior_of)
             with spilling(store_path("spill")) as spill_dir:  # shard results on disk, not in memory

@@ -226,9 +226,6 @@ EVALUATION_ROOTS: tuple[str, ...] = ("ragspan.flows.shard",)
 EVALUATION_OUTSIDE: tuple[str, ...] = (*KEEPS_OR_SHOWS, "ragspan.tasks.inputs")
 # - validated inputs: the loader;
 LOADER_ROOTS: tuple[str, ...] = ("ragspan.tasks.inputs.load",)
-# - the corpus index's chunk analysis (its format, tasks/steps/index_build.py index_format):
-#   the analysis and the text code it reads (words, norms, stems, sentences);
-ANALYSIS_ROOTS: tuple[str, ...] = ("ragspan.tasks.core.analysis",)
 # - a run's written results (the report snapshot): the evaluate flow and all it imports, the
 #   loader included (the snapshot is keyed by the input files' bytes, not their tables).
 RESULTS_ROOTS: tuple[str, ...] = ("ragspan.flows.evaluate",)

@@ -85,7 +85,7 @@ def test_the_bulk_bound_is_the_pairwise_bound_on_the_sample():
     want = _pairwise(items, bound)
     assert _bulk(items, bound) == want
     # every cache cleared over and over, passes of a few pairs: the same
-    assert _bulk(items, bound, max_passages=3, max_claims=2) == want
+    assert _bulk(items, bound, max_norms=50, max_passages=3, max_claims=2) == want
     for b in (0.0, 0.25, 1 / 3, 0.5, 2 / 3, 1.0, 1.5):  # shares equal to the bound are not below it
         assert _bulk(items, b) == _pairwise(items, b)
 
@@ -114,7 +114,7 @@ _EDGE_ITEMS = [
 def test_the_bulk_bound_on_edge_cases():
     for bound in (0.0, 0.5, verifier().model.bound, 1.0):
         assert _bulk(_EDGE_ITEMS, bound) == _pairwise(_EDGE_ITEMS, bound)
-        assert _bulk(_EDGE_ITEMS, bound, max_passages=1, max_claims=1) == _pairwise(_EDGE_ITEMS, bound)
+        assert _bulk(_EDGE_ITEMS, bound, max_norms=1, max_passages=1, max_claims=1) == _pairwise(_EDGE_ITEMS, bound)
 
 
 _WORDS = st.sampled_from(["the", "bridge", "Bridge", "opened", "open", "in", "1932", "1,932", "U.S.", "not", "no",
@@ -126,5 +126,5 @@ _TEXT = st.lists(_WORDS, max_size=12).map(" ".join)
 @given(st.lists(st.tuples(_TEXT, st.lists(_TEXT, max_size=4), _TEXT, st.booleans()), max_size=6),
        st.sampled_from([0.0, 0.2, 0.5, 0.55, 1.0]))
 def test_the_bulk_bound_on_random_items(items, bound):
-    assert _bulk(items, bound, max_passages=2, max_claims=2) == _pairwise(items, bound)
+    assert _bulk(items, bound, max_norms=8, max_passages=2, max_claims=2) == _pairwise(items, bound)
     assert _bulk(items, bound) == _pairwise(items, bound)

@@ -79,8 +79,6 @@ QUERIES = ["river delta", "granite basalt 17", "zebra quokka", "orchard", "glaci
 
 def _assert_same_index(a: Path, b: Path, extra_queries: list[str] = ()) -> None:
     assert index_chunks(str(a)).equals(index_chunks(str(b)))
-    analysis = [pa.ipc.open_file(str(p / ib.ANALYSIS_FILE)).read_all() for p in (a, b)]
-    assert analysis[0].equals(analysis[1])  # every chunk's words and sentences (tasks/core/analysis.py)
     n = index_chunks(str(a)).num_rows
     for q in [*QUERIES, *extra_queries]:
         terms = index_terms(q)
@@ -179,16 +177,12 @@ def test_a_damaged_previous_index_is_not_used(base, tmp_path, capfd):
     _assert_same_index(again.path, _fresh(chunks, new, tmp_path).path)
 
 
-def test_an_index_of_another_format_is_built_anew_with_one_line(base, tmp_path, capfd, monkeypatch):
-    corpus, chunks, root, first = base
-    monkeypatch.setattr(ib, "INDEX_LAYOUT", "tantivy-next")
+def test_an_older_format_is_passed_over_in_silence(base, tmp_path, capfd, monkeypatch):
+    _, _, root, first = base
+    monkeypatch.setattr(ib, "INDEX_FORMAT", "tantivy-next")
     capfd.readouterr()
-    again = _build(chunks, corpus, root)
-    err = capfd.readouterr().err
-    assert again.built and again.previous is None and again.tokenised == len(chunks)
-    assert err.count("\n") == 1 and "another format" in err and "built anew" in err
-    assert first.path.exists() and again.path != first.path  # passed over, not moved aside as damage
-    _assert_same_index(again.path, first.path)
+    assert ib.previous_index(ib.DirStore(root, "corpus index"), "other") is None
+    assert capfd.readouterr().err == "" and first.path.exists()
 
 
 def test_gap_ranges_are_gaps_between_for_every_document():
@@ -224,11 +218,11 @@ _SLOW_BUILD = textwrap.dedent("""
     from ragspan.tasks.steps import index_build as ib
     from ragspan.tasks.steps.corpus_search import _Tables, index_build
     ib.BATCH_ROWS = 4
-    slow = ib.analysed
-    def analysed(texts):
+    slow = ib.joined_terms
+    def joined_terms(texts):
         import time; time.sleep(0.5)
         return slow(texts)
-    ib.analysed = analysed
+    ib.joined_terms = joined_terms
     chunks, corpus = pickle.loads(Path(sys.argv[1]).read_bytes())
     index_build(_Tables(chunks, corpus), Path(sys.argv[2]))
 """)

@@ -1,7 +1,7 @@
 """Every local-judge verdict row over a scale workspace, to check a judge change changes nothing.
 
     .venv/bin/python -m benchmarks.scale.verdicts WS [--answers 1000] [--dump rows.json] [--repeats 1]
-        [--check] [--compare rows-before.json] [--bulk] [--fixed] [--index-root DIR]
+        [--check] [--compare rows-before.json] [--bulk] [--fixed]
 
 WS is a workspace from benchmarks/scale/generate.py (corpus.jsonl, chunks.jsonl,
 questions.csv, runs/scale.jsonl). The first --answers answers are split into claims as
@@ -16,10 +16,7 @@ judged with cold caches: they must be identical. `--bulk` judges them again thro
 local judge's own path — the pairs that need no model decided in bulk, never stored, the
 others through a fresh verdict cache — and compares the verdicts with every pair judged. Exit status 1 when a comparison differs.
 `--fixed` times the bulk decision alone: `Verifier.fixed_rows` over the items, cold caches,
-the least of --repeats (CPU seconds, and the pairs it fixes). `--index-root DIR`: the
-workspace's corpus index is built under DIR (or found there) and the judge reads every
-chunk's words from its stored analysis, as a run does (tasks/core/analysis.py); without it
-every passage is analysed from its text — the rows must be the same either way.
+the least of --repeats (CPU seconds, and the pairs it fixes).
 
 Prints the pairs judged and the CPU seconds (process time) the local judge's rows take
 over them (`local._judge_rows`: what each worker process runs), in this process with cold
@@ -73,26 +70,23 @@ def main(argv: list[str] | None = None) -> int:
                          "a fresh verdict cache) == every pair judged by the model")
     ap.add_argument("--fixed", action="store_true",
                     help="the CPU seconds of the bulk decision alone (Verifier.fixed_rows), cold caches")
-    ap.add_argument("--index-root", type=Path, default=None,
-                    help="build (or find) the workspace's corpus index here; passages read from its chunk analysis")
     a = ap.parse_args(argv)
-    index = str(workspace_index(a.ws, a.index_root)) if a.index_root else None
     keys, items = judge_items(a.ws, a.answers)
     if a.fixed:
-        print(json.dumps({"answers": a.answers, "claims": len(items), **_fixed_cpu(items, a.repeats, index)}))
+        print(json.dumps({"answers": a.answers, "claims": len(items), **_fixed_cpu(items, a.repeats)}))
         return 0
     cpu = float("inf")
     rows: tuple[list, list] = ([], [])
     for _ in range(a.repeats):
         _clear_caches()  # a cold process: the verifier and every cache of its modules
         t0 = time.process_time()
-        rows = _judge_rows(str(model_path()), items, index)  # what the local judge runs, in-process or in a worker
+        rows = _judge_rows(str(model_path()), items)  # what the local judge runs, in-process or in a worker
         cpu = min(cpu, time.process_time() - t0)
     pairs = sum(len(i[1]) for i in items)
     report = {"answers": a.answers, "claims": len(items), "pairs": pairs, "rows_cpu_s": round(cpu, 3)}
     dump = dump_text(keys, rows)
     if a.check:  # the caches are warm now: the same items again
-        report["cached_equals_fresh"] = dump_text(keys, _judge_rows(str(model_path()), items, index)) == dump
+        report["cached_equals_fresh"] = dump_text(keys, _judge_rows(str(model_path()), items)) == dump
     if a.compare:
         report["equals_compared_dump"] = a.compare.read_text(encoding="utf-8") == dump
     if a.bulk:
@@ -119,32 +113,17 @@ def _bulk_equals(items: list[JudgeItem], rows: list[list[tuple]]) -> dict:
             "pairs_judged_by_model": judge.stats.pairs_judged}
 
 
-def workspace_index(ws: Path, root: Path) -> Path:
-    """The corpus index of the workspace's chunks, built under `root` by the project's own
-    build (found there when it is built already)."""
-    import pandas as pd
-
-    from ragspan.tasks.steps.corpus_search import _Tables, index_build
-
-    corpus = pd.read_json(ws / "corpus.jsonl", lines=True, dtype={"doc_id": str})
-    chunks = pd.read_json(ws / "chunks.jsonl", lines=True, dtype={"chunk_id": str, "doc_id": str})
-    return index_build(_Tables(chunks, corpus), root).path
-
-
-def _fixed_cpu(items: list[JudgeItem], repeats: int, index: str | None) -> dict:
+def _fixed_cpu(items: list[JudgeItem], repeats: int) -> dict:
     """CPU seconds of `Verifier.fixed_rows` over `items` in a cold process (the least of
     `repeats`), and the pairs it fixes."""
-    from ragspan.tasks.core.analysis import open_analysis
     from ragspan.tasks.judges.verifier import verifier
-
-    analysis = open_analysis(index) if index else None
 
     cpu, fixed = float("inf"), 0
     for _ in range(repeats):
         _clear_caches()
         v = verifier(model_path())
         t0 = time.process_time()
-        rows = v.fixed_rows(items, analysis)
+        rows = v.fixed_rows(items)
         cpu = min(cpu, time.process_time() - t0)
         fixed = sum(r is not None for claim_rows in rows for r in claim_rows)
     return {"pairs": sum(len(i[1]) for i in items), "pairs_fixed": fixed, "fixed_rows_cpu_s": round(cpu, 3)}
@@ -166,16 +145,13 @@ def _clear_caches() -> None:
     import sys
 
     for name, module in list(sys.modules.items()):
-        if not name.startswith(("ragspan.tasks.judges.verifier", "ragspan.tasks.core.text",
-                                "ragspan.tasks.core.analysis")):
+        if not name.startswith(("ragspan.tasks.judges.verifier", "ragspan.tasks.core.text")):
             continue
-        for key, obj in vars(module).items():
-            if (isinstance(obj, functools._lru_cache_wrapper) and key != "open_analysis") \
-                    or type(obj).__name__ == "BulkBound":
-                obj.cache_clear()  # (BulkBound: verifier/bulk.py's id arrays; the index stays open)
-            elif isinstance(obj, dict) and (type(obj).__name__ in ("_ByMatch", "_ByRawMatch", "_NormIds")
-                                            or key == "_STORED"):
-                obj.clear()  # per-distinct-word lookups, profiles read from the index
+        for obj in vars(module).values():
+            if isinstance(obj, functools._lru_cache_wrapper) or type(obj).__name__ == "BulkBound":
+                obj.cache_clear()  # (BulkBound: verifier/bulk.py's norm ids and arrays)
+            elif isinstance(obj, dict) and type(obj).__name__ in ("_ByMatch", "_ByRawMatch"):
+                obj.clear()  # per-distinct-word lookups
 
 
 if __name__ == "__main__":

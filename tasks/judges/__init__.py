@@ -41,16 +41,16 @@ def make_judge(spec: JudgeSpec, runtime: JudgeRuntime | None = None) -> Judge:
     raise ValueError(f"unknown judge kind {spec.kind!r}")
 
 
-def judge_runtime(pipeline: PipelineParams, state: Path, processes: int, index: str | None = None) -> JudgeRuntime:
+def judge_runtime(pipeline: PipelineParams, state: Path, processes: int) -> JudgeRuntime:
     """The runtime of a run's judges: its caches under the state dir `state` (the verdict
-    cache only with `pipeline.reuse_verdicts`), `processes` local-judge worker
+    cache only with `pipeline.reuse_verdicts`), and `processes` local-judge worker
     processes (the flow decides: tasks.config.judge_process_count on its own threads, 1 on
-    a Dask worker), and the corpus index whose chunk analysis the local judge reads."""
+    a Dask worker)."""
     from ragspan.tasks.judges.cache import CACHE_FILE as JUDGE_CACHE
     from ragspan.tasks.judges.verdict_cache import CACHE_FILE as VERDICTS
 
     return JudgeRuntime(verdict_cache=str(state / VERDICTS) if pipeline.reuse_verdicts else None,
-                        judge_cache=str(state / JUDGE_CACHE), processes=max(1, processes), index=index)
+                        judge_cache=str(state / JUDGE_CACHE), processes=max(1, processes))
 
 
 # An LLM's stated confidence is not calibrated: ask for more of it than of a probability.

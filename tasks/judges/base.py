@@ -62,9 +62,6 @@ class JudgeRuntime:
     verdict_cache: str | None = None  # the local judge's verdict cache file; None: every pair is judged
     judge_cache: str | None = None  # the openai judge's cache file; None: its default (state dir)
     processes: int = 1  # worker processes a big local judge_many may use; 1 = in-process
-    # the corpus index whose stored chunk analysis the local judge reads a chunk's words
-    # from (tasks/core/analysis.py) instead of analysing its text again; None: analysed here
-    index: str | None = None
 
 
 class ClaimText(BaseModel):

@@ -30,7 +30,6 @@ from concurrent.futures.process import BrokenProcessPool
 from functools import lru_cache
 from pathlib import Path
 
-from ragspan.tasks.core.analysis import ChunkAnalysis, open_analysis
 from ragspan.tasks.core.text import sentence_spans
 from ragspan.tasks.judges.base import (
     AnswerItem,
@@ -118,7 +117,7 @@ class LocalJudge:
         # Pairs whose row needs no model (a passage with too few of the claim's words: most
         # pairs at scale) are decided here in bulk, and neither judged nor stored; the others
         # get exactly the rows they would have got beside them (verifier.fixed_rows).
-        fixed = verifier(Path(self._model)).fixed_rows(items, _analysis(self.runtime.index))
+        fixed = verifier(Path(self._model)).fixed_rows(items)
         open_items = [k for k, fx in enumerate(fixed) if None in fx]
         asked = [(items[k][0], [p for p, f in zip(items[k][1], fixed[k]) if f is None], *items[k][2:])
                  for k in open_items]
@@ -149,16 +148,15 @@ class LocalJudge:
         the support it competes with for the claim's marks (verifier.Verifier.rows)."""
         processes = self.runtime.processes
         pool = _pool_for(sum(len(i[1]) for i in items), processes)
-        index = self.runtime.index
         if pool is None:
-            return _judge_rows(self._model, items, index)
+            return _judge_rows(self._model, items)
         step = max(1, len(items) // (4 * processes))
         batches = [items[i:i + step] for i in range(0, len(items), step)]
         try:
-            parts = list(pool.map(_judge_rows, [self._model] * len(batches), batches, [index] * len(batches)))
+            parts = list(pool.map(_judge_rows, [self._model] * len(batches), batches))
         except (BrokenProcessPool, OSError):  # workers cannot start or died: judge here instead
             _give_up_workers(pool)
-            return _judge_rows(self._model, items, index)
+            return _judge_rows(self._model, items)
         return [r for part in parts for r in part[0]], [c for part in parts for c in part[1]]
 
 
@@ -222,20 +220,12 @@ def _pool_for(pairs: int, processes: int) -> ProcessPoolExecutor | None:
         return pool
 
 
-def _judge_rows(model: str, items: list[tuple[str, list[str], str, bool]], index: str | None = None
-                ) -> tuple[list[list[Row]], list[list[float | None]]]:
+def _judge_rows(model: str, items: list[tuple[str, list[str], str, bool]]) -> tuple[list[list[Row]], list[list[float | None]]]:
     """Verdict rows (plain tuples: cheap to send back from a worker process) and what each
-    pair competes with for the marks. `index`: the corpus index whose chunk analysis gives
-    the passages' words (JudgeRuntime.index)."""
+    pair competes with for the marks."""
     competing: list[list[float | None]] = []
     with _fewer_collections():
-        return verifier(Path(model)).rows(items, competing, _analysis(index)), competing
-
-
-def _analysis(index: str | None) -> ChunkAnalysis | None:
-    """The stored chunk analysis of the corpus index at `index` (opened once per process),
-    or None: no index given, or it keeps none."""
-    return open_analysis(index) if index else None
+        return verifier(Path(model)).rows(items, competing), competing
 
 
 def _code_version() -> str:

@@ -42,10 +42,10 @@ from ragspan.tasks.state import dir_store, release_mapped_pages
 from ragspan.tasks.steps.cache_policy import step_task
 from ragspan.tasks.steps.index_build import (  # noqa: F401 — CHUNKS_FILE, index_terms: this module's API too
     CHUNKS_FILE,
+    INDEX_FORMAT,
     IndexBuild,
     build_in_store,
     check_format,
-    index_format,
     index_terms,
     read_rows,
 )
@@ -56,7 +56,7 @@ def chunk_table_hash(chunks: pd.DataFrame, corpus: pd.DataFrame) -> str:
     and chunk rows, tasks/core/corpus_identity.py). Whole texts, not only the chunks' own:
     the index also keeps the text between a chunk and its neighbours (`with_gaps`), which
     an edit between chunks changes alone."""
-    return snapshot_digest(index_format(), chunks, corpus_document_hashes(chunks, corpus))
+    return snapshot_digest(INDEX_FORMAT, chunks, corpus_document_hashes(chunks, corpus))
 
 
 class ChunkSource(Protocol):
@@ -82,10 +82,9 @@ def index_name(source: ChunkSource) -> str:
     a run at 100k chunks; the chunk table follows from the validated inputs alone (their
     key, Workspace.inputs_key, covers every input file's bytes, the run, the loader's
     arguments and code), so the hash is computed once per inputs entry and kept beside it
-    (tasks/inputs/validated_cache.py), keyed by the index format too. No key (""): computed now."""
-    fmt = index_format()
-    return kept_with_inputs(source.inputs_key, "index", fmt,
-                            lambda: snapshot_digest(fmt, source.chunks, source.document_hashes))
+    (tasks/inputs/validated_cache.py), keyed by INDEX_FORMAT too. No key (""): computed now."""
+    return kept_with_inputs(source.inputs_key, "index", INDEX_FORMAT,
+                            lambda: snapshot_digest(INDEX_FORMAT, source.chunks, source.document_hashes))
 
 
 def build_index_dir(chunks: pd.DataFrame, corpus: pd.DataFrame, root: Path) -> Path:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future
@@ -38,15 +37,6 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import tantivy
-from ragspan.tasks.core.analysis import (
-    ANALYSIS_FILE,
-    ANALYSIS_SCHEMA,
-    CHUNKS_FILE,
-    NORMS_FILE,
-    NORMS_SCHEMA,
-    Analysed,
-    analyse,
-)
 from ragspan.tasks.core.arrow_rows import BatchedRows
 from ragspan.tasks.core.chunk_split import MAX_GAP
 from ragspan.tasks.core.corpus_identity import text_hashes
@@ -59,9 +49,8 @@ from ragspan.tasks.state import (
     spawn_pool,
 )
 
-# The files' layout (3: sums.json; 4: gaps; 5: hashes, terms; 6: the chunk analysis). What
-# is in them follows the code that makes them: `index_format()` adds its hash.
-INDEX_LAYOUT = "tantivy-6"
+INDEX_FORMAT = "tantivy-5"  # bump when the tokenisation or the files change (3: sums.json; 4: gaps; 5: hashes, terms)
+CHUNKS_FILE = "chunks.arrow"  # the indexed chunks, row = tantivy's `row` field
 _WRITER_HEAP = 256_000_000  # one writer thread: one segment up to ~1M chunks, stable doc order
 BATCH_ROWS = 32_768  # rows made, written and indexed at a time
 TOKENISE_WORKERS = 2
@@ -80,20 +69,10 @@ def index_terms(text: str) -> list[str]:
     return content_norms(text)
 
 
-def index_format() -> str:
-    """The index's format: its layout and a hash of the code that analyses its texts
-    (tasks/core/analysis.py and what it imports: the words, norms, stems and sentences) —
-    an index made by other analysis code is another format, rebuilt, never read."""
-    from ragspan.tasks.config import ANALYSIS_ROOTS, source_hash
-
-    return f"{INDEX_LAYOUT}+{source_hash(ANALYSIS_ROOTS)}"
-
-
-def analysed(texts: list[str]) -> Analysed:
-    """The texts' analysis (tasks/core/analysis.py), with each one's index_terms as the body
-    tantivy's whitespace tokenizer reads. Run in the tokenising workers too (a module-level
-    function: spawn-safe)."""
-    return analyse(texts)
+def joined_terms(texts: list[str]) -> list[str]:
+    """Each text's index_terms as the body tantivy's whitespace tokenizer reads. Run in the
+    tokenising workers too (a module-level function: spawn-safe)."""
+    return [" ".join(index_terms(t)) for t in texts]
 
 
 def texts_of(corpus: pd.DataFrame, positions: np.ndarray) -> list[str]:
@@ -107,8 +86,8 @@ def check_format(index_dir: Path) -> str | None:
         info = json.loads((index_dir / "info.json").read_text())
     except (OSError, ValueError):
         return "info.json unreadable"
-    if info.get("format") != index_format():
-        return f"format {info.get('format')!r}, not {index_format()!r}"
+    if info.get("format") != INDEX_FORMAT:
+        return f"format {info.get('format')!r}, not {INDEX_FORMAT!r}"
     return None
 
 
@@ -223,52 +202,38 @@ def _previous_rows(chunk_id: np.ndarray, doc_id: np.ndarray, start: np.ndarray, 
 # -- rows made anew --------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Previous:
-    """The previous index's files, memory-mapped: its chunk rows, their analysis (row for
-    row) and its norms table."""
+class KnownTerms:
+    """The previous index's terms by chunk text: text hash → its first row, the texts
+    compared before a row's terms are reused (a 64-bit collision is never trusted)."""
 
-    rows: BatchedRows
-    analysis: BatchedRows
-    norms: pa.Table
-
-
-class KnownTexts:
-    """The previous index's rows by chunk text: text hash → its first row, the texts
-    compared before a row's terms and analysis are reused (a 64-bit collision is never
-    trusted)."""
-
-    def __init__(self, previous: Previous | None):
+    def __init__(self, previous: BatchedRows | None):
         self._previous = previous
         self._index: pd.Index | None = None
         self._rows = np.zeros(0, dtype=np.int64)
 
     def rows_of(self, hashes: np.ndarray, texts: list[str]) -> np.ndarray:
         """Per text, a previous row holding that very text, else -1."""
-        if self._previous is None or self._previous.rows.table.num_rows == 0 or not len(hashes):
+        if self._previous is None or self._previous.table.num_rows == 0 or not len(hashes):
             return np.full(len(hashes), -1, dtype=np.int64)
         if self._index is None:
-            all_hashes = self._previous.rows.table.column("text_hash").to_numpy()
+            all_hashes = self._previous.table.column("text_hash").to_numpy()
             first = ~pd.Index(all_hashes).duplicated()
             self._index, self._rows = pd.Index(all_hashes[first]), np.flatnonzero(first)
         at = self._index.get_indexer(hashes)
         rows = np.where(at >= 0, self._rows[np.maximum(at, 0)], -1)
         found = np.flatnonzero(rows >= 0)
-        held = self._previous.rows.take(rows[found], ["text"]).column("text").to_pylist()
+        held = self._previous.take(rows[found], ["text"]).column("text").to_pylist()
         rows[found[[h != texts[i] for h, i in zip(held, found)]]] = -1
         return rows
 
     def terms(self, rows: np.ndarray) -> list[str]:
-        return self._previous.rows.take(rows, ["terms"]).column("terms").to_pylist() if len(rows) else []
-
-    def analysis(self, rows: np.ndarray) -> pa.Table:
-        return self._previous.analysis.take(rows, ANALYSIS_SCHEMA.names) if len(rows) else ANALYSIS_SCHEMA.empty_table()
+        return self._previous.take(rows, ["terms"]).column("terms").to_pylist() if len(rows) else []
 
 
 @dataclass
 class _Batch:
     """One batch of rows [lo, hi): the kept rows' previous rows, the new rows' values, and
-    the texts being analysed (`pending`, a future)."""
+    the texts whose terms are being made (`pending`, a future)."""
 
     lo: int
     hi: int
@@ -277,7 +242,7 @@ class _Batch:
     new: np.ndarray  # positions in the batch made anew
     columns: dict[str, list]  # the new rows' text, gap_before, gap_after
     text_hash: np.ndarray
-    known_rows: np.ndarray  # per new row: a previous row with its terms and analysis, or -1
+    known_rows: np.ndarray  # per new row: a previous row with its terms, or -1
     pending: Future
 
 
@@ -300,73 +265,57 @@ def _gaps(docs: list[str], ranges: tuple[np.ndarray, np.ndarray], rows: np.ndarr
             for t, lo, hi in zip(docs, ranges[0][rows].tolist(), ranges[1][rows].tolist())]
 
 
-def _prepared(plan: RowPlan, lo: int, hi: int, corpus: pd.DataFrame, known: KnownTexts,
-              analyse_texts: Callable[[list[str]], Future]) -> _Batch:
-    """Rows [lo, hi) made ready: the new rows' texts and gaps sliced, their terms and
-    analysis looked up, the rest sent to be analysed."""
+def _prepared(plan: RowPlan, lo: int, hi: int, corpus: pd.DataFrame, known: KnownTerms,
+              tokenise: Callable[[list[str]], Future]) -> _Batch:
+    """Rows [lo, hi) made ready: the new rows' texts and gaps sliced, their terms looked up,
+    the rest sent to be tokenised."""
     prev = plan.previous_row[lo:hi]
     kept, new = np.flatnonzero(prev >= 0), np.flatnonzero(prev < 0)
     columns = _new_columns(plan, new + lo, corpus)
     hashes = text_hashes(columns["text"]) if len(new) else np.zeros(0, dtype=np.uint64)
     known_rows = known.rows_of(hashes, columns["text"])
     unknown = [columns["text"][i] for i in np.flatnonzero(known_rows < 0)]
-    return _Batch(lo, hi, kept, prev[kept], new, columns, hashes, known_rows, analyse_texts(unknown))
+    return _Batch(lo, hi, kept, prev[kept], new, columns, hashes, known_rows, tokenise(unknown))
 
 
-def _batch_tables(plan: RowPlan, batch: _Batch, previous: Previous | None, known: KnownTexts
-                  ) -> tuple[pa.Table, pa.Table, pa.Table]:
-    """The batch's rows and their analysis in table order — kept rows taken from the
-    previous index, new ones made, interleaved back into place — and the norms of the
-    texts analysed now."""
+def _batch_table(plan: RowPlan, batch: _Batch, previous: BatchedRows | None, known: KnownTerms) -> pa.Table:
+    """The batch's rows in table order: kept rows taken from the previous index, new ones
+    made, interleaved back into place."""
     rows = batch.new + batch.lo
-    looked_up = np.flatnonzero(batch.known_rows >= 0)
-    fresh = _analysed(batch)
     terms = np.empty(len(rows), dtype=object)
+    looked_up = np.flatnonzero(batch.known_rows >= 0)
     terms[looked_up] = known.terms(batch.known_rows[looked_up])
-    terms[np.flatnonzero(batch.known_rows < 0)] = fresh.terms
+    terms[np.flatnonzero(batch.known_rows < 0)] = _terms(batch)
     made = pa.table({
         "chunk_id": plan.chunk_id[rows], "doc_id": plan.doc_id[rows], "char_start": plan.start[rows],
         "char_end": plan.end[rows], **batch.columns, "doc_hash": plan.doc_hash[rows],
         "text_hash": batch.text_hash, "terms": terms.tolist(),
     }, schema=ROW_SCHEMA)
-    # the new rows' analysis: looked-up rows first, then the fresh ones, put back in place
-    made_analysis = _in_place(pa.concat_tables([known.analysis(batch.known_rows[looked_up]),
-                                                pa.Table.from_batches([fresh.rows], ANALYSIS_SCHEMA)]),
-                              looked_up, np.flatnonzero(batch.known_rows < 0))
     if not len(batch.kept):
-        return made, made_analysis, fresh.norms
-    taken = previous.rows.take(batch.previous_rows, ROW_SCHEMA.names)
-    taken_analysis = previous.analysis.take(batch.previous_rows, ANALYSIS_SCHEMA.names)
-    return (_in_place(pa.concat_tables([taken, made]), batch.kept, batch.new),
-            _in_place(pa.concat_tables([taken_analysis, made_analysis]), batch.kept, batch.new), fresh.norms)
+        return made
+    taken = previous.take(batch.previous_rows, ROW_SCHEMA.names)
+    place = np.empty(batch.hi - batch.lo, dtype=np.int64)
+    place[batch.kept] = np.arange(len(batch.kept))
+    place[batch.new] = len(batch.kept) + np.arange(len(batch.new))
+    return pa.concat_tables([taken, made]).take(pa.array(place))
 
 
-def _in_place(table: pa.Table, first: np.ndarray, then: np.ndarray) -> pa.Table:
-    """`table`'s rows (those for positions `first`, then those for `then`) in position order."""
-    if not len(first) or not len(then):
-        return table
-    place = np.empty(len(first) + len(then), dtype=np.int64)
-    place[first] = np.arange(len(first))
-    place[then] = len(first) + np.arange(len(then))
-    return table.take(pa.array(place))
-
-
-# -- analysing: here, or in worker processes ---------------------------------------------------------
+# -- tokenising: here, or in worker processes --------------------------------------------------------
 
 
 def _done(texts: list[str]) -> Future:
-    """The texts analysed here, as a finished future."""
+    """The texts' joined_terms made here, as a finished future."""
     f: Future = Future()
-    f.set_result(analysed(texts))
+    f.set_result(joined_terms(texts))
     return f
 
 
 @contextmanager
-def _analyser(texts_to_analyse: int) -> Iterator[Callable[[list[str]], Future]]:
-    """texts → a future of their analysis: in TOKENISE_WORKERS spawned processes when there
-    are POOL_MIN_TEXTS or more (a cold build), else here. Spawn, not fork: the caller may
-    run Prefect's threads (as tasks/judges/local.py starts its workers)."""
-    if texts_to_analyse < POOL_MIN_TEXTS or (os.cpu_count() or 1) < 2:
+def _tokeniser(texts_to_tokenise: int) -> Iterator[Callable[[list[str]], Future]]:
+    """texts → a future of their joined_terms: in TOKENISE_WORKERS spawned processes when
+    there are POOL_MIN_TEXTS or more (a cold build), else here. Spawn, not fork: the caller
+    may run Prefect's threads (as tasks/judges/local.py starts its workers)."""
+    if texts_to_tokenise < POOL_MIN_TEXTS or (os.cpu_count() or 1) < 2:
         yield _done
         return
     pool = spawn_pool(TOKENISE_WORKERS)
@@ -378,17 +327,17 @@ def _analyser(texts_to_analyse: int) -> Iterator[Callable[[list[str]], Future]]:
 
 def _pooled(pool: Executor, texts: list[str]) -> Future:
     try:
-        return pool.submit(analysed, texts) if texts else _done(texts)
-    except (BrokenProcessPool, RuntimeError):  # the workers cannot start: analyse here
+        return pool.submit(joined_terms, texts) if texts else _done(texts)
+    except (BrokenProcessPool, RuntimeError):  # the workers cannot start: tokenise here
         return _done(texts)
 
 
-def _analysed(batch: _Batch) -> Analysed:
-    """The analysis of the batch's texts nobody held; a worker that died: made here instead."""
+def _terms(batch: _Batch) -> list[str]:
+    """The terms of the batch's texts nobody held; a worker that died: made here instead."""
     try:
         return batch.pending.result()
     except (BrokenProcessPool, OSError):
-        return analysed([batch.columns["text"][i] for i in np.flatnonzero(batch.known_rows < 0)])
+        return joined_terms([batch.columns["text"][i] for i in np.flatnonzero(batch.known_rows < 0)])
 
 
 # -- the build -------------------------------------------------------------------------------------
@@ -399,84 +348,57 @@ def rows_to_tokenise(plan: RowPlan) -> int:
     return int((plan.previous_row < 0).sum())
 
 
-def write_index(tmp: Path, plan: RowPlan, corpus: pd.DataFrame, previous: Previous | None
+def write_index(tmp: Path, plan: RowPlan, corpus: pd.DataFrame, previous: BatchedRows | None
                 ) -> tuple[int, int, int]:
     """The index's files into `tmp` (renamed into place by the store), batch by batch;
     (kept, looked up, tokenised) rows."""
     (tmp / "tantivy").mkdir()
     index = tantivy.Index(tantivy_schema(), path=str(tmp / "tantivy"))
     writer = index.writer(_WRITER_HEAP, 1)
-    known = KnownTexts(previous)
+    known = KnownTerms(previous)
     counts = np.zeros(3, dtype=np.int64)
-    norms: list[pa.Table] = [previous.norms] if previous is not None else []
     n = len(plan.start)
-    # Arrow IPC, uncompressed: memory-mapped by every search and judge process, which reads
-    # only the rows it needs; and by the next build, which takes its unchanged rows.
-    with _analyser(rows_to_tokenise(plan)) as analyse_texts, \
-            pa.ipc.new_file(str(tmp / CHUNKS_FILE), ROW_SCHEMA) as out, \
-            pa.ipc.new_file(str(tmp / ANALYSIS_FILE), ANALYSIS_SCHEMA) as out_analysis:
-        ahead: deque[_Batch] = deque()  # prepared, their analysis being made meanwhile
-        files = (out, out_analysis, writer, norms)
+    # Arrow IPC, uncompressed: memory-mapped by every search process, which reads only the
+    # rows of its hits; and by the next build, which takes its unchanged rows.
+    with _tokeniser(rows_to_tokenise(plan)) as tokenise, pa.ipc.new_file(str(tmp / CHUNKS_FILE), ROW_SCHEMA) as out:
+        ahead: deque[_Batch] = deque()  # prepared, their terms being made meanwhile
         for lo in range(0, n, BATCH_ROWS):
-            ahead.append(_prepared(plan, lo, min(lo + BATCH_ROWS, n), corpus, known, analyse_texts))
+            ahead.append(_prepared(plan, lo, min(lo + BATCH_ROWS, n), corpus, known, tokenise))
             if len(ahead) > _IN_FLIGHT:
-                counts += _write_batch(ahead.popleft(), plan, previous, known, files)
+                counts += _write_batch(ahead.popleft(), plan, previous, known, out, writer)
                 release_mapped_pages()  # the texts and previous rows read so far: not kept resident
         while ahead:
-            counts += _write_batch(ahead.popleft(), plan, previous, known, files)
-    _write_norms(tmp / NORMS_FILE, norms)
+            counts += _write_batch(ahead.popleft(), plan, previous, known, out, writer)
     release_mapped_pages()
     release_free_heap()  # the batches' texts and terms: gone, but resident until handed back
     writer.commit()
     writer.wait_merging_threads()
-    (tmp / "info.json").write_text(json.dumps({"format": index_format(), "chunks": n}))
+    (tmp / "info.json").write_text(json.dumps({"format": INDEX_FORMAT, "chunks": n}))
     # sealed by the store: every file's size and md5, checked whenever the index is opened
     return int(counts[0]), int(counts[1]), int(counts[2])
 
 
-def _write_batch(batch: _Batch, plan: RowPlan, previous: Previous | None, known: KnownTexts, files: tuple
-                 ) -> np.ndarray:
-    """The batch's rows into chunks.arrow, analysis.arrow and tantivy (row = its place in
-    the file), its new norms kept for norms.arrow; (kept, looked up, tokenised) rows."""
-    out, out_analysis, writer, norms = files
-    table, analysis, new_norms = _batch_tables(plan, batch, previous, known)
+def _write_batch(batch: _Batch, plan: RowPlan, previous: BatchedRows | None, known: KnownTerms,
+                 out: pa.ipc.RecordBatchFileWriter, writer: tantivy.IndexWriter) -> np.ndarray:
+    """The batch's rows into chunks.arrow and tantivy (row = its place in the file);
+    (kept, looked up, tokenised) rows."""
+    table = _batch_table(plan, batch, previous, known)
     out.write_table(table)
-    out_analysis.write_table(analysis)
-    norms.append(new_norms)
     for row, body in enumerate(table.column("terms").to_pylist(), start=batch.lo):
         writer.add_document(tantivy.Document(row=row, body=body))
     looked_up = int((batch.known_rows >= 0).sum())
     return np.array([len(batch.kept), looked_up, len(batch.new) - looked_up])
 
 
-def _write_norms(path: Path, parts: list[pa.Table]) -> None:
-    """norms.arrow: every norm id seen (the previous index's and the texts analysed now)
-    with its text, once each, sorted by id."""
-    table = pa.concat_tables(parts) if parts else NORMS_SCHEMA.empty_table()
-    ids = table.column("id").to_numpy()
-    _, first = np.unique(ids, return_index=True)  # sorted by id
-    with pa.ipc.new_file(str(path), NORMS_SCHEMA) as out:
-        out.write_table(table.take(pa.array(first)))
-
-
 def previous_index(store: DirStore, name: str) -> Path | None:
     """The most recently used whole index of the store other than `name`: an older format is
-    passed over (not damage: when there is nothing else, one line says the index is built
-    anew, texts analysed again); a damaged one is moved aside, one warning line, never read."""
-    older: str | None = None
+    passed over (not damage); a damaged one is moved aside, one warning line, never read."""
     for path in store.names_by_use():
-        if path.name == name or not path.is_dir():
-            continue
-        wrong = check_format(path)
-        if wrong is not None:
-            older = older or wrong
+        if path.name == name or not path.is_dir() or check_format(path) is not None:
             continue
         found = store.checked_dir(path.name, "not reused: the index is built without it", check_format, mark=False)
         if found is not None:
             return found
-    if older is not None:
-        print(f"corpus index: the stored index is of another format ({older}): built anew, every chunk "
-              "text analysed again", file=sys.stderr, flush=True)
     return None
 
 
@@ -486,24 +408,14 @@ def read_rows(index_dir: Path) -> pa.Table:
     return pa.ipc.open_file(pa.BufferReader(mapped_buffer(index_dir / CHUNKS_FILE))).read_all()
 
 
-def read_previous(index_dir: Path) -> Previous:
-    """An index's files as the next build reads them, memory-mapped."""
-    return Previous(BatchedRows(read_rows(index_dir)), BatchedRows(_read(index_dir / ANALYSIS_FILE)),
-                    _read(index_dir / NORMS_FILE))
-
-
-def _read(path: Path) -> pa.Table:
-    return pa.ipc.open_file(pa.BufferReader(mapped_buffer(path))).read_all()
-
-
 def build_in_store(store: DirStore, name: str, chunks: pd.DataFrame, corpus: pd.DataFrame,
                    doc_hashes: pd.Series) -> IndexBuild:
     """The index `name` of these tables, written aside, sealed and renamed by the store, its
     unchanged rows from the previous index. Another process may win the race: its index is
     identical, and kept."""
     previous_dir = previous_index(store, name)
-    previous = read_previous(previous_dir) if previous_dir is not None else None
-    plan = row_plan(chunks, corpus, doc_hashes, previous.rows.table if previous else None)
+    previous = BatchedRows(read_rows(previous_dir)) if previous_dir is not None else None
+    plan = row_plan(chunks, corpus, doc_hashes, previous.table if previous else None)
     counts: list[int] = []
     path = store.write_dir(name, lambda tmp: counts.extend(write_index(tmp, plan, corpus, previous)), replace=False)
     kept, looked_up, tokenised = counts or (0, 0, 0)

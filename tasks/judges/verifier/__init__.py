@@ -39,7 +39,6 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
-from ragspan.tasks.core.analysis import ChunkAnalysis
 from ragspan.tasks.core.text import WORD_PATTERN
 from ragspan.tasks.judges.verifier.bulk import BULK
 from ragspan.tasks.judges.verifier.conflicts import NAME, NEGATION, NUMBER, UNIT
@@ -59,7 +58,6 @@ from ragspan.tasks.judges.verifier.profiles import (
     claim_profile,
     passage_norms,
     passage_profile,
-    passage_profiles,
 )
 
 MODEL_ENV = "RAGSPAN_LOCAL_JUDGE_MODEL"
@@ -206,16 +204,12 @@ class Verifier:
         return f"{self.model.version}+{self.digest[:12]}"
 
     def rows(self, items: Sequence[tuple[str, Sequence[str], str, bool]],
-             competing: list[list[float | None]] | None = None,
-             analysis: ChunkAnalysis | None = None) -> list[list[Row]]:
+             competing: list[list[float | None]] | None = None) -> list[list[Row]]:
         """Verdict rows for many (claim, passages, question, whole_answer), the model run
         once over all. `competing`, when given, receives per item and passage the support an
         `unsupported` pair competes with for the item's marks (None: it does not compete):
         what the verdict cache (tasks/judges/verdict_cache.py) needs to mark the same pair
-        when an item mixes cached and fresh pairs. `analysis`: the corpus index's stored
-        chunk analysis, which gives the profile of every passage that is a chunk it holds
-        (the same profile, not made again)."""
-        profiles = passage_profiles([p for _c, ps, *_ in items for p in ps], analysis)
+        when an item mixes cached and fresh pairs."""
         out: list[list[Row | None]] = []
         pending: list[tuple[int, int, list[float], PairResult, str, Claim]] = []
         for claim, passages, question, whole_answer in items:
@@ -229,7 +223,7 @@ class Verifier:
                 # fixed_rows first), so nearly every one goes on to its features: the bound is
                 # read off the passage's profile, not from a second tokenising of the passage
                 # (that was ~a tenth of a judge worker's CPU at 100k chunks x 10k answers).
-                passage_words = profiles[passage]
+                passage_words = passage_profile(passage)
                 if unsupported_bound(profile, passage, passage_words) < self.model.bound:
                     mine.append(self._short_row())
                     continue
@@ -337,18 +331,17 @@ class Verifier:
                   f"{shown} passages of its context window (paraphrase across passages)")
         return ("supported", round(ps, 6), round(ps, 6), quote, quote_start, reason, ())
 
-    def fixed_rows(self, items: Sequence[tuple[str, Sequence[str], str, bool]],
-                   analysis: ChunkAnalysis | None = None) -> list[list[Row | None]]:
+    def fixed_rows(self, items: Sequence[tuple[str, Sequence[str], str, bool]]) -> list[list[Row | None]]:
         """Per item and passage, the row whose verdict is fixed without the model — the
         claim has no content word (`_empty_row`), or the passage holds less than the model's
         bound of its content words (the short-circuit row) — else None (the model decides).
         Exactly the rows `rows` gives those pairs: a fixed pair competes for no marks, so
         leaving it out of a batch changes no other pair's row. Decided for the whole batch
         at once in NumPy (verifier/bulk.py: the same bound, no per-pair Python object
-        beyond the row; the norms of a passage the index's `analysis` holds read from it)."""
+        beyond the row)."""
         out: list[list[Row | None]] = []
         pick = (None, self._short_row()).__getitem__  # below the bound (True) -> the short row
-        for (claim, passages, *_), below in zip(items, BULK.below(items, self.model.bound, analysis), strict=True):
+        for (claim, passages, *_), below in zip(items, BULK.below(items, self.model.bound), strict=True):
             if below is None:  # no content word: claim_profile is None
                 out.append([_empty_row(claim)] * len(passages))
             else:

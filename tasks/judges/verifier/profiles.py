@@ -15,14 +15,11 @@ import json
 import math
 import re
 from bisect import bisect_left
-from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from operator import attrgetter
 from pathlib import Path
 
-import numpy as np
-from ragspan.tasks.core.analysis import CONTENT, ENTITY, NEGATION, NUMBER, ChunkAnalysis, Words
 from ragspan.tasks.core.text import WORD_PATTERN, norm_set, sentence_spans, word_info
 from ragspan.tasks.judges.verifier.tokens import (
     MATCH_INFO,
@@ -318,19 +315,6 @@ _norm_of, _is_stop, _is_negation, _is_number, _is_entity = (
     attrgetter(f) for f in ("norm", "is_stop", "is_negation", "is_number", "is_entity"))
 
 
-def _sentence_bounds(passage: str, starts: Sequence[int]) -> tuple[tuple[int, int], ...]:
-    """The passage's sentences (core.text sentence_spans) as word ranges [i, j): a sentence
-    holding no word start is left out; words but no sentence: the whole passage is one."""
-    bounds = []
-    for s, e in sentence_spans(passage):
-        i, j = bisect_left(starts, s), bisect_left(starts, e)
-        if j > i:
-            bounds.append((i, j))
-    if not bounds and starts:
-        bounds = [(0, len(starts))]
-    return tuple(bounds)
-
-
 @lru_cache(maxsize=4096)  # a claim's passages are reused by its answer's other claims, not later
 def passage_profile(passage: str) -> Passage:
     """`tokens(passage)` as parallel arrays with its sentences, built without a Token per
@@ -338,70 +322,17 @@ def passage_profile(passage: str) -> Passage:
     matches, starts, ends = word_offsets(passage)
     infos = list(map(MATCH_INFO.__getitem__, matches))
     norms = tuple(map(_norm_of, infos))
-    bounds = _sentence_bounds(passage, starts)
+    bounds = []
+    for s, e in sentence_spans(passage):
+        i, j = bisect_left(starts, s), bisect_left(starts, e)
+        if j > i:
+            bounds.append((i, j))
+    if not bounds and matches:
+        bounds = [(0, len(matches))]
     return Passage(
         starts=tuple(starts), ends=tuple(ends), norms=norms,
         content=tuple(not x for x in map(_is_stop, infos)), negs=tuple(map(_is_negation, infos)),
-        numbers=tuple(map(_is_number, infos)), entities=tuple(map(_is_entity, infos)), sents=bounds,
+        numbers=tuple(map(_is_number, infos)), entities=tuple(map(_is_entity, infos)), sents=tuple(bounds),
         sent_sets=tuple(frozenset(norms[i:j]) for i, j in bounds),
         all_norms=frozenset(norms),
     )
-
-
-# flag bits → whether each is set, looked up per word in C (map over a list)
-_HAS = {bit: [bool(v & bit) for v in range(16)] for bit in (CONTENT, NEGATION, NUMBER, ENTITY)}
-
-
-def passage_from_words(passage: str, words: Words, norms: dict[int, str]) -> Passage:
-    """`passage_profile` of a chunk text from its stored analysis (tasks/core/analysis.py):
-    the same profile, no word of the text looked at again (its sentences are found here).
-    `norms`: norm id → norm, holding every id of `words` (ChunkAnalysis.vocab)."""
-    flags = words.flags.tolist()
-    norm = tuple(map(norms.__getitem__, words.ids.tolist()))
-    starts = tuple(words.starts.tolist())
-    bounds = _sentence_bounds(passage, starts)
-    return Passage(
-        starts=starts, ends=tuple(words.ends.tolist()), norms=norm,
-        content=tuple(map(_HAS[CONTENT].__getitem__, flags)), negs=tuple(map(_HAS[NEGATION].__getitem__, flags)),
-        numbers=tuple(map(_HAS[NUMBER].__getitem__, flags)), entities=tuple(map(_HAS[ENTITY].__getitem__, flags)),
-        sents=bounds, sent_sets=tuple(frozenset(norm[i:j]) for i, j in bounds), all_norms=frozenset(norm),
-    )
-
-
-def stored_profile(analysis: ChunkAnalysis, row: int) -> Passage:
-    """The passage profile of the index's chunk at `row`, from its stored analysis."""
-    words = analysis.words(row)
-    analysis.vocab.fill(words.ids.tolist())
-    return passage_from_words(analysis.text(row), words, analysis.vocab)
-
-
-_STORED: dict[str, Passage] = {}  # the profiles read from an index's analysis, most recent
-_MAX_STORED = 4096  # as passage_profile's cache: a claim's passages are reused by its answer's other claims
-
-
-def passage_profiles(passages: list[str], analysis: ChunkAnalysis | None) -> dict[str, Passage]:
-    """Every passage's profile: read from the index's stored analysis (`analysis`) for the
-    chunk texts it holds, the rest made (`passage_profile`). The same profiles either way."""
-    out: dict[str, Passage] = {}
-    todo: list[str] = []
-    for p in passages:
-        if p in out:
-            continue
-        got = _STORED.get(p)
-        if got is not None:
-            out[p] = got
-        else:
-            out[p] = None  # type: ignore[assignment]
-            todo.append(p)
-    if todo and analysis is not None:
-        if len(_STORED) + len(todo) > _MAX_STORED:
-            _STORED.clear()
-        rows = analysis.rows_of(todo)
-        analysis.vocab.fill(np.unique(analysis.ids_of(rows[rows >= 0])[0]))  # every norm the batch needs, at once
-        for p, row in zip(todo, rows.tolist(), strict=True):
-            if row >= 0:
-                out[p] = _STORED[p] = passage_from_words(p, analysis.words(row), analysis.vocab)
-    for p in todo:
-        if out[p] is None:
-            out[p] = passage_profile(p)
-    return out
