@@ -47,6 +47,15 @@ def test_verdict_rows_with_warm_caches_equal_cold_ones(work, tmp_path, capsys):
     fixed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert fixed["pairs"] == report["pairs"] and 0 < fixed["pairs_fixed"] < fixed["pairs"]
 
+    # --open: the pairs left to the model, their rows' digest the same from one run to the next
+    digests = []
+    for _ in range(2):
+        assert verdicts.main([str(ws), "--answers", str(ANSWERS), "--open"]) == 0
+        opened = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        assert opened["open_pairs"] == fixed["pairs"] - fixed["pairs_fixed"] and opened["open_rows_cpu_s"] > 0
+        digests.append(opened["rows_sha256"])
+    assert digests[0] == digests[1] and len(digests[0]) == 64
+
 
 @pytest.mark.e2e  # three CLI runs: ~50 s on 2 shared cores
 def test_run_after_documents_changed_equals_a_cold_run(work, tmp_path, monkeypatch, prefect_server):

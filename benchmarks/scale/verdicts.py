@@ -1,7 +1,7 @@
 """Every local-judge verdict row over a scale workspace, to check a judge change changes nothing.
 
     .venv/bin/python -m benchmarks.scale.verdicts WS [--answers 1000] [--dump rows.json] [--repeats 1]
-        [--check] [--compare rows-before.json] [--bulk] [--fixed]
+        [--check] [--compare rows-before.json] [--bulk] [--fixed] [--open]
 
 WS is a workspace from benchmarks/scale/generate.py (corpus.jsonl, chunks.jsonl,
 questions.csv, runs/scale.jsonl). The first --answers answers are split into claims as
@@ -16,7 +16,9 @@ judged with cold caches: they must be identical. `--bulk` judges them again thro
 local judge's own path — the pairs that need no model decided in bulk, never stored, the
 others through a fresh verdict cache — and compares the verdicts with every pair judged. Exit status 1 when a comparison differs.
 `--fixed` times the bulk decision alone: `Verifier.fixed_rows` over the items, cold caches,
-the least of --repeats (CPU seconds, and the pairs it fixes).
+the least of --repeats (CPU seconds, and the pairs it fixes). `--open` times what a judge
+worker runs: only the pairs the bulk decision leaves to the model, cold caches, the least of
+--repeats, with the sha256 of their rows (two checkouts' digests must be equal).
 
 Prints the pairs judged and the CPU seconds (process time) the local judge's rows take
 over them (`local._judge_rows`: what each worker process runs), in this process with cold
@@ -70,10 +72,15 @@ def main(argv: list[str] | None = None) -> int:
                          "a fresh verdict cache) == every pair judged by the model")
     ap.add_argument("--fixed", action="store_true",
                     help="the CPU seconds of the bulk decision alone (Verifier.fixed_rows), cold caches")
+    ap.add_argument("--open", action="store_true",
+                    help="the CPU seconds of the pairs the bulk decision leaves to the model, and their rows' sha256")
     a = ap.parse_args(argv)
     keys, items = judge_items(a.ws, a.answers)
     if a.fixed:
         print(json.dumps({"answers": a.answers, "claims": len(items), **_fixed_cpu(items, a.repeats)}))
+        return 0
+    if a.open:
+        print(json.dumps({"answers": a.answers, "claims": len(items), **_open_cpu(items, a.repeats)}))
         return 0
     cpu = float("inf")
     rows: tuple[list, list] = ([], [])
@@ -127,6 +134,29 @@ def _fixed_cpu(items: list[JudgeItem], repeats: int) -> dict:
         cpu = min(cpu, time.process_time() - t0)
         fixed = sum(r is not None for claim_rows in rows for r in claim_rows)
     return {"pairs": sum(len(i[1]) for i in items), "pairs_fixed": fixed, "fixed_rows_cpu_s": round(cpu, 3)}
+
+
+def _open_cpu(items: list[JudgeItem], repeats: int) -> dict:
+    """CPU seconds of `_judge_rows` over the pairs `Verifier.fixed_rows` leaves open (what
+    the local judge sends its workers), cold caches, the least of `repeats`; the sha256 of
+    the rows and what each pair competes with."""
+    import hashlib
+
+    from ragspan.tasks.judges.verifier import verifier
+
+    fixed = verifier(model_path()).fixed_rows(items)
+    asked = [(c, [p for p, f in zip(ps, fx, strict=True) if f is None], q, w)
+             for (c, ps, q, w), fx in zip(items, fixed, strict=True) if None in fx]
+    cpu = float("inf")
+    rows: tuple[list, list] = ([], [])
+    for _ in range(repeats):
+        _clear_caches()
+        t0 = time.process_time()
+        rows = _judge_rows(str(model_path()), asked)
+        cpu = min(cpu, time.process_time() - t0)
+    digest = hashlib.sha256(json.dumps(rows, ensure_ascii=False).encode("utf-8")).hexdigest()
+    return {"open_claims": len(asked), "open_pairs": sum(len(i[1]) for i in asked), "open_rows_cpu_s": round(cpu, 3),
+            "rows_sha256": digest}
 
 
 def dump_text(keys: list[tuple[str, int, list[str]]], judged: tuple[list, list]) -> str:
