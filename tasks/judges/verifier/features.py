@@ -154,7 +154,7 @@ class PairResult:
 
 def _wcov(c: Claim, present) -> float:
     tot = c.weight_sum
-    return math.fsum(v for w, v in c.weights.items() if w in present) / tot
+    return math.fsum(map(c.weights.__getitem__, c.content & present)) / tot
 
 
 def _lcs(a: tuple[str, ...], b: list[str]) -> int:
@@ -170,8 +170,9 @@ def _lcs(a: tuple[str, ...], b: list[str]) -> int:
 
 
 def _wcov_sub(c: Claim, words: frozenset[str], present: frozenset[str]) -> float:
-    tot = math.fsum(c.weights[w] for w in words)
-    return math.fsum(c.weights[w] for w in words & present) / tot if tot else 1.0
+    weight_of = c.weights.__getitem__
+    tot = math.fsum(map(weight_of, words))
+    return math.fsum(map(weight_of, words & present)) / tot if tot else 1.0
 
 
 def _greedy_union(c: Claim, sets: tuple[frozenset[str], ...], k: int, cand: list[int]) -> frozenset[str]:
@@ -182,10 +183,11 @@ def _greedy_union_n(c: Claim, sets: tuple[frozenset[str], ...], k: int, cand: li
     """Greedy union of up to k sentences maximising weighted coverage; (covered words, sentences used)."""
     covered: set[str] = set()
     used = 0
+    weight_of = c.weights.__getitem__
     for _ in range(k):
         best, gain = -1, 0.0
         for s in cand:
-            g = math.fsum(c.weights[w] for w in (c.content & sets[s]) - covered)
+            g = math.fsum(map(weight_of, (c.content & sets[s]) - covered))
             if g > gain:
                 best, gain = s, g
         if best < 0:
@@ -237,15 +239,20 @@ def pair_features(claim: Claim, passage: str, full: bool = True, profile: Passag
     bw: tuple[int, int] | None = None
     bset: frozenset[str] = frozenset()
     wcov_w3 = 0.0
+    weight_of = claim.weights.__getitem__
     for k in cand:
         for span in (1, 2, 3):
             if k + span > ns:
                 break
             if span == 1:
                 hs = hits[k]
+                grown = True
             else:
-                hs = hs | hits[k + span - 1]
-            wc = math.fsum(claim.weights[w] for w in hs) / wsum
+                wider = hs | hits[k + span - 1]
+                grown = len(wider) != len(hs)
+                hs = wider
+            if grown:  # (a sentence that adds no claim word leaves the sum as it was)
+                wc = math.fsum(map(weight_of, hs)) / wsum
             if span == 3:
                 wcov_w3 = max(wcov_w3, wc)
                 continue
@@ -298,7 +305,7 @@ def pair_features(claim: Claim, passage: str, full: bool = True, profile: Passag
         "from_question": 1 - len(claim.new) / n,
         "cov_all": cov_all, "new_cov_all": new_cov_all, "cov_w1": cov_w1,
         "wcov_w": wcov_w, "cov_w": len(bset) / n, "wcov_w3": wcov_w3,
-        "new_wcov_u3": math.fsum(claim.weights[w] for w in claim.new & u3) / new_tot,
+        "new_wcov_u3": math.fsum(map(weight_of, claim.new & u3)) / new_tot,
         "len_claim": math.log1p(n) / 3,
         "added": _added(claim, allp),
     }
