@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+from functools import lru_cache
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -93,9 +94,16 @@ def imported_names(tree: ast.Module, name: str, is_package: bool) -> set[str]:
 def imported_modules(path: Path, name: str, parts: Parts = INSTALLED) -> set[str]:
     """The ragspan modules the file of module `name` imports (anywhere in it, type-only
     imports aside)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-    found = imported_names(tree, name, path.name == "__init__.py")
+    found = _names_in(path.read_text(encoding="utf-8"), str(path), name, path.name == "__init__.py")
     return {m for m in found if m.startswith("ragspan.") and module_file(m, parts) is not None}
+
+
+@lru_cache(maxsize=1024)
+def _names_in(source: str, filename: str, name: str, is_package: bool) -> frozenset[str]:
+    """`imported_names` of a module's source, parsed once per process for each text (a run
+    hashes three roots whose closures share most modules; keyed by the text itself, so an
+    edited file is parsed again)."""
+    return frozenset(imported_names(ast.parse(source, filename), name, is_package))
 
 
 def _within(name: str, rooms: tuple[str, ...]) -> bool:
