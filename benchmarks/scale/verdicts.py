@@ -82,13 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.open:
         print(json.dumps({"answers": a.answers, "claims": len(items), **_open_cpu(items, a.repeats)}))
         return 0
-    cpu = float("inf")
-    rows: tuple[list, list] = ([], [])
-    for _ in range(a.repeats):
-        _clear_caches()  # a cold process: the verifier and every cache of its modules
-        t0 = time.process_time()
-        rows = _judge_rows(str(model_path()), items)  # what the local judge runs, in-process or in a worker
-        cpu = min(cpu, time.process_time() - t0)
+    rows, cpu = _judged_cold(items, a.repeats)
     pairs = sum(len(i[1]) for i in items)
     report = {"answers": a.answers, "claims": len(items), "pairs": pairs, "rows_cpu_s": round(cpu, 3)}
     dump = dump_text(keys, rows)
@@ -136,6 +130,19 @@ def _fixed_cpu(items: list[JudgeItem], repeats: int) -> dict:
     return {"pairs": sum(len(i[1]) for i in items), "pairs_fixed": fixed, "fixed_rows_cpu_s": round(cpu, 3)}
 
 
+def _judged_cold(items: list[JudgeItem], repeats: int) -> tuple[tuple[list, list], float]:
+    """(`_judge_rows` of the items — what the local judge runs, in-process or in a worker —
+    and its CPU seconds with cold caches, the least of `repeats`)."""
+    cpu = float("inf")
+    rows: tuple[list, list] = ([], [])
+    for _ in range(repeats):
+        _clear_caches()  # a cold process: the verifier and every cache of its modules
+        t0 = time.process_time()
+        rows = _judge_rows(str(model_path()), items)
+        cpu = min(cpu, time.process_time() - t0)
+    return rows, cpu
+
+
 def _open_cpu(items: list[JudgeItem], repeats: int) -> dict:
     """CPU seconds of `_judge_rows` over the pairs `Verifier.fixed_rows` leaves open (what
     the local judge sends its workers), cold caches, the least of `repeats`; the sha256 of
@@ -147,13 +154,7 @@ def _open_cpu(items: list[JudgeItem], repeats: int) -> dict:
     fixed = verifier(model_path()).fixed_rows(items)
     asked = [(c, [p for p, f in zip(ps, fx, strict=True) if f is None], q, w)
              for (c, ps, q, w), fx in zip(items, fixed, strict=True) if None in fx]
-    cpu = float("inf")
-    rows: tuple[list, list] = ([], [])
-    for _ in range(repeats):
-        _clear_caches()
-        t0 = time.process_time()
-        rows = _judge_rows(str(model_path()), asked)
-        cpu = min(cpu, time.process_time() - t0)
+    rows, cpu = _judged_cold(asked, repeats)
     digest = hashlib.sha256(json.dumps(rows, ensure_ascii=False).encode("utf-8")).hexdigest()
     return {"open_claims": len(asked), "open_pairs": sum(len(i[1]) for i in asked), "open_rows_cpu_s": round(cpu, 3),
             "rows_sha256": digest}
