@@ -18,6 +18,7 @@ a checksum (tasks/state/_step_results.py).
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import hashlib
 import json
@@ -31,6 +32,7 @@ from prefect import task
 from prefect.cache_policies import TASK_SOURCE, CachePolicy
 from prefect.serializers import PickleSerializer
 from prefect.utilities.hashing import hash_objects
+from prefect.utilities.importtools import from_qualified_name
 from pydantic import Field
 from ragspan.tasks.state import SEALED_PICKLE, sealed_bytes, unsealed_result
 
@@ -44,7 +46,9 @@ class CheckedPickle(PickleSerializer):
     type: str = Field(default=SEALED_PICKLE, frozen=True)
 
     def dumps(self, obj: Any) -> bytes:
-        return sealed_bytes(super().dumps(obj))
+        # One base64 line, not Prefect's `encodebytes` (a Python loop of 57-byte lines, and
+        # a JSON escape per line in the record). Prefect's `loads` (`decodebytes`) reads both.
+        return sealed_bytes(base64.b64encode(from_qualified_name(self.picklelib).dumps(obj)))
 
     def loads(self, blob: bytes) -> Any:
         return super().loads(unsealed_result(blob))
