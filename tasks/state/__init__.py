@@ -9,7 +9,7 @@ are private:
     _store         the one store layer (DirStore, SqliteStore), the registry of every store,
                    what counts as no room
     _sqlite        SQLite damage: found once per process, salvaged into a fresh file
-    _heal          seals (md5 headers and sums files), moving a damaged store aside, the warning
+    _heal          seals (checksum headers and sums files), moving a damaged store aside, the warning
     _stores        the state dir's stores by the registry: stats, clear, pruning, sizes
     _locks         the workspace lock (one writer of a DVC workspace at a time)
     _atomic        atomic directory writes and the output lock

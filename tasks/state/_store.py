@@ -9,7 +9,7 @@ says only what it keeps (its key and its value) and asks `registered(key)` for i
 
 Directory store (`DirStore`): entries are the files or directories under a root matching
 a glob (dot-names never: those are writes in progress). A write is made in a `.tmp-*`
-sibling, sealed (heal.seal: every file's size and md5; heal.sealed_bytes for a file), then
+sibling, sealed (heal.seal: every file's size and checksum; heal.sealed_bytes for a file), then
 renamed into place, so an entry appears whole or not at all. A read checks the seal; a
 damaged entry is moved aside (`<state>/damaged/`) with one warning line and reads as
 missing, so the caller rebuilds it. After a write the store keeps its newest `keep`

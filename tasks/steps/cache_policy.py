@@ -40,7 +40,7 @@ F = TypeVar("F", bound=Callable)
 
 
 class CheckedPickle(PickleSerializer):
-    """Prefect's cloudpickle serializer (base64 text) behind an md5 header (the state room's
+    """Prefect's cloudpickle serializer (base64 text) behind a checksum header (the state room's
     seal): a result whose bytes changed on disk is a miss, never a different table."""
 
     type: str = Field(default=SEALED_PICKLE, frozen=True)
