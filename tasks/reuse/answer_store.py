@@ -428,7 +428,8 @@ def remember(reuse: Reuse, run: ShardResult | RunParts) -> None:
     store = Path(reuse.store)
     fresh = set(reuse.fresh["question_id"]) - run.retry  # the stored ones are there already
     # under the key its results depend on: its documents, or the corpus it searched
-    keep = {q: k.corpus if q in run.searched else k.documents for q, k in reuse.keys.items() if q in fresh}
+    searched = run.searched  # a union over the run's shards: made once, not once per answer
+    keep = {q: k.corpus if q in searched else k.documents for q, k in reuse.keys.items() if q in fresh}
     # the pre-search state of every answer decomposed here, under its key by passages (not again when resumed)
     before_search = {q: reuse.keys[q].passages for q in fresh if q not in reuse.resume}
     parts = list(run.results) if isinstance(run, RunParts) else [run]
