@@ -40,42 +40,14 @@ def unsealed_result(blob: bytes) -> bytes:
 SWEPT = ".swept"  # marker: records older than its mtime were found readable
 
 
-# A record as Prefect writes it: {"metadata":{...},"result":"<payload as a JSON string>"}.
-_HEAD, _RESULT = b'{"metadata":', b',"result":"'
-# What a JSON string may hold unescaped (printable ASCII but '"' and '\\'): deleting these
-# from a payload that is only these leaves nothing (bytes.translate runs at C speed).
-_PLAIN = bytes(b for b in range(0x20, 0x7F) if b not in b'"\\')
-
-
-def _plain_record(blob: bytes) -> tuple[dict, bytes] | None:
-    """(metadata, payload) of a record whose payload string escapes one line break and
-    nothing else (a sealed pickle: its header line, then one line of base64), read without decoding the
-    payload into a str: the sweep reads a whole run's records (~0.5 GB at 100k chunks).
-    None for any other record, which is read the slow way. Accepts exactly what json.loads
-    reads, for records of this shape."""
-    cut = blob.rfind(_RESULT)  # the payload holds no '"': the last one is where it starts
-    if not blob.startswith(_HEAD) or cut < 0 or not blob.endswith(b'"}'):
-        return None
-    text = blob[cut + len(_RESULT):-2]
-    line_break = text.find(b"\\n")  # the one escape: the seal's header line (bytes.replace is slow)
-    if line_break < 0 or text.count(b"\\") != 1 or text.translate(None, _PLAIN + b"\\"):
-        return None
-    metadata = json.loads(blob[len(_HEAD):cut])
-    payload = b"%s\n%s" % (text[:line_break], text[line_break + 2:])
-    return (metadata, payload) if isinstance(metadata, dict) else None
-
-
 def check_record(path: Path) -> str | None:
     """None when `path` is a result record Prefect can parse whose payload matches its
     checksum (nothing is unpickled); else what is wrong."""
     try:
-        blob = path.read_bytes()
-        plain = _plain_record(blob)
-        if plain is None:
-            record = json.loads(blob)
-            plain = record["metadata"], record["result"].encode()
-        if plain[0]["serializer"]["type"] == SEALED_PICKLE:
-            heal.unsealed(plain[1])
+        record = json.loads(path.read_bytes())
+        result = record["result"]
+        if record["metadata"]["serializer"]["type"] == SEALED_PICKLE:
+            heal.unsealed(result.encode())
     except FileNotFoundError:
         return None  # pruned meanwhile
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
