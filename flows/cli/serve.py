@@ -65,7 +65,7 @@ def cmd_server_start(args: argparse.Namespace) -> int:
     in `<state>/server/server.json` so later commands use it (tasks/supervision/local_server.py).
     SIGTERM/SIGINT are passed on; with --idle-stop it also stops once idle. The exit code
     is the server's."""
-    from ragspan.tasks.supervision import local_server
+    from ragspan.tasks.supervision import local_server, server_template
 
     home = os.environ["PREFECT_HOME"]
     running = local_server.read_record()
@@ -80,8 +80,18 @@ def cmd_server_start(args: argparse.Namespace) -> int:
     env = os.environ.copy()
     # A run queued behind the deployment's concurrency limit retries after this (Prefect: 30 s).
     env.setdefault("PREFECT_SERVER_DEPLOYMENTS_CONCURRENCY_SLOT_WAIT_SECONDS", "5")
+    # A fresh state dir's database starts migrated (tasks/supervision/server_template.py).
+    seeded = server_template.seed(Path(home))
+    if seeded:
+        print(f"ragspan server: a fresh state dir, its database from {server_template.template_path()}", flush=True)
+    fresh = not seeded and not (Path(home) / server_template.DATABASE).exists()
     proc = subprocess.Popen(cmd, env=env, preexec_fn=_die_with_parent)  # noqa: PLW1509 - Linux prctl only
-    started = local_server.write_record(os.getpid(), args.port, args.host, args.idle_stop)["started"]
+    record = local_server.write_record(os.getpid(), args.port, args.host, args.idle_stop)
+    started = record["started"]
+    if fresh:  # the first answer of a server on a database migrated here: keep it as the template
+        while proc.poll() is None and time.time() - started < 120 and not local_server.healthy(record["url"], 0.5):
+            time.sleep(0.05)
+        server_template.keep(Path(home))
     asked: list[int] = []
 
     def forward(signum, _frame):
