@@ -97,6 +97,13 @@ def test_a_fresh_state_dirs_server_starts_from_the_template_and_serves_runs(tmp_
     assert template.stat().st_mtime_ns == made and server_template.schema_only(template)
 
 
+def test_no_home_directory_means_no_template_and_no_error(tmp_path, monkeypatch):
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setattr(Path, "home", classmethod(lambda cls: (_ for _ in ()).throw(RuntimeError("no home"))))
+    assert server_template.template_path() is None
+    assert not server_template.seed(tmp_path) and not server_template.keep(tmp_path)
+
+
 def test_schema_only_refuses_any_row_outside_the_schema_tables(tmp_path):
     assert server_template.schema_only(_schema_db(tmp_path / "a.db"))
     assert not server_template.schema_only(_schema_db(tmp_path / "b.db", extra="flow_run"))

@@ -39,10 +39,11 @@ def template_dir() -> Path:
 
 
 def template_path() -> Path | None:
-    """The template for the Prefect installed (None: its version is unknown)."""
+    """The template for the Prefect installed (None: its version is unknown, or there is no
+    home directory to keep it in — Path.home() raises RuntimeError without one)."""
     try:
         return template_dir() / f"prefect-{version('prefect')}.db"
-    except PackageNotFoundError:
+    except (PackageNotFoundError, RuntimeError):
         return None
 
 
