@@ -5,7 +5,7 @@
 
 Each run starts `ragspan server start` (this checkout's) on a new, empty RAGSPAN_HOME,
 polls `/health` every 0.1 s, and reads the CPU (user + system) of the supervisor and the
-Prefect server it started from `/proc` (psutil) when the API first answers, then stops it.
+Prefect server it started (`harness.server_cpu`, by the state dir's server record) when the API first answers, then stops it.
 `--no-template` gives the server an empty user cache dir (XDG_CACHE_HOME), as on a machine
 where no ragspan server ever ran: it migrates its database and keeps the template
 (tasks/supervision/server_template.py). By default the user's own cache dir is used: after
@@ -24,22 +24,11 @@ import time
 import urllib.request
 from pathlib import Path
 
-import psutil
 from ragspan.tasks.supervision.local_server import free_port
 
+from benchmarks.scale.harness import server_cpu
+
 RAGSPAN = str(Path(sys.executable).with_name("ragspan"))
-
-
-def _tree_cpu(pid: int) -> float:
-    total = 0.0
-    try:
-        root = psutil.Process(pid)
-        for p in [root, *root.children(recursive=True)]:
-            t = p.cpu_times()
-            total += t.user + t.system
-    except psutil.Error:
-        pass
-    return total
 
 
 def _answers(url: str) -> bool:
@@ -66,7 +55,7 @@ def one_start(work: Path, no_template: bool) -> dict:
             if proc.poll() is not None or time.monotonic() - started > 180:
                 raise SystemExit(f"the server did not start (see {home / 'server'})")
             time.sleep(0.1)
-        return {"wall_s": round(time.monotonic() - started, 2), "cpu_s": round(_tree_cpu(proc.pid), 2),
+        return {"wall_s": round(time.monotonic() - started, 2), "cpu_s": round(server_cpu(home), 2),
                 "no_template": no_template}
     finally:
         subprocess.run([RAGSPAN, "server", "stop"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
