@@ -51,6 +51,7 @@ from ragspan.tasks.state import (
     mark_used,
     output_lock,
     prune_after_run,
+    recording_run,
     step_results_dir,
     store_path,
     sweep,
@@ -76,7 +77,9 @@ def evaluate(data_dir: str, run: str, out_dir: str, params_path: str | None = No
         raise ValueError("evaluate: give `settings` or params_path/overrides/judge, not both")
     spec, code = judge_spec(settings.judge), code_version()
     thr, band = support_threshold(settings.judge), settings.judge.uncertainty_band
-    with output_lock(Path(out_dir)):  # a second run on the same --out is refused, not raced
+    # output_lock: a second run on the same --out is refused, not raced; recording_run: a run
+    # that ends cleanly vouches for the step results it wrote (the next sweep leaves them unread)
+    with output_lock(Path(out_dir)), recording_run(step_results_dir()):
         # Validated again only when no caller did: prepare_run did, and handed its workspace
         # over — taken as it is while the files' md5s still give its key, no second read
         # (tasks/inputs/load/workspace.py); other callers get the validated-inputs cache's hit.

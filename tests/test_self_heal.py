@@ -84,7 +84,7 @@ def test_one_corrupt_file_in_any_store_costs_a_rebuild_and_one_line_never_a_labe
     assert "warning: " not in capfd.readouterr().err
     # Step results: one half-written by a killed run, one whose payload changed (still
     # valid JSON). Moved aside by the sweep; the steps run again; the same labels.
-    truncated, changed = sorted((p for p in step_results_dir().iterdir() if p.name != ".swept"),
+    truncated, changed = sorted((p for p in step_results_dir().iterdir() if not p.name.startswith(".")),
                                 key=lambda p: p.stat().st_size)[-2:]
     truncated.write_bytes(truncated.read_bytes()[: truncated.stat().st_size // 2])
     text = changed.read_text()

@@ -28,7 +28,7 @@ from ._dirs import damaged_dir, state_dir, state_path
 from ._heal import check_sealed, seal, sealed_bytes
 from ._locks import file_lock, workspace_lock
 from ._mapped import mapped_buffer, release_free_heap, release_mapped_pages
-from ._step_results import SEALED_PICKLE, check_record, sweep, unsealed_result
+from ._step_results import SEALED_PICKLE, check_record, recording_run, sweep, unsealed_result
 from ._store import (
     REGISTRY,
     DirStore,
@@ -87,6 +87,7 @@ __all__ = [
     "parse_size",
     "prune",
     "prune_after_run",
+    "recording_run",
     "register_sqlite",
     "registered",
     "release_free_heap",

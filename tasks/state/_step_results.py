@@ -5,13 +5,23 @@ costs only that step's time. Two checks make that visible, with one warning line
 serializer (a payload that no longer matches its checksum), and `sweep` at the start of
 each run (every record written since the last sweep: Prefect writes records in place,
 so a killed run can leave one half-written). Prefect writes the records; the store layer
-(tasks/state/_store.py, the `step_results` store) lists, heals and prunes them."""
+(tasks/state/_store.py, the `step_results` store) lists, heals and prunes them.
+
+The register of runs (`.runs/`) spares the sweep what it need not read: each run that
+writes records opens an entry when it starts and closes it when it ends cleanly, so a
+record written inside a cleanly ended run's time — with no run that did not end cleanly
+started before it — was written whole, and is not read again. A run killed, failed or
+still going leaves its entry open: every record from its start on is checked, as before.
+Times are the files' own modification times (the file system's clock, as the records')."""
 
 from __future__ import annotations
 
 import json
 import os
 import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from . import _heal as heal
@@ -38,6 +48,99 @@ def unsealed_result(blob: bytes) -> bytes:
 
 
 SWEPT = ".swept"  # marker: records older than its mtime were found readable
+RUNS = ".runs"  # the register: `<pid>-<id>.open` / `.failed` (its start), `.clean` (start, end)
+_STALE_OPEN_S = 86400.0  # an open entry this old is a run that will not end: dropped after a sweep
+
+
+@contextmanager
+def recording_run(root: Path) -> Iterator[None]:
+    """Register the records written inside the block as one run's: its entry is closed
+    clean only when the block ends without an exception (a failed run's threads may still
+    be writing: its entry says `failed`, which the sweep treats as open; a killed run never
+    gets here and leaves it open)."""
+    entry = _open_entry(root)
+    try:
+        yield
+    except BaseException:
+        if entry is not None:
+            _rename(entry, ".failed")
+        raise
+    if entry is not None:
+        _close_entry(entry)
+
+
+def _rename(entry: Path, suffix: str) -> None:
+    try:
+        entry.rename(entry.with_suffix(suffix))
+    except OSError:
+        pass
+
+
+def _open_entry(root: Path) -> Path | None:
+    runs = root / RUNS
+    entry = runs / f"{os.getpid()}-{uuid.uuid4().hex[:8]}.open"
+    try:
+        runs.mkdir(parents=True, exist_ok=True)
+        entry.write_bytes(b"")
+        entry.write_text(str(entry.stat().st_mtime_ns))  # the start, on the records' clock
+    except OSError:
+        return None  # no register: the next sweep reads every record, as without one
+    return entry
+
+
+def _close_entry(entry: Path) -> None:
+    try:
+        start = int(entry.read_text())
+        closed = entry.with_suffix(".clean")
+        closed.write_bytes(b"")
+        closed.write_text(f"{start} {closed.stat().st_mtime_ns}")  # written after the run's last record
+        entry.unlink()
+    except (OSError, ValueError):
+        pass  # the entry stays open: its records are read by the next sweep
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # someone else's process: alive
+    return True
+
+
+class _Register:
+    """The register as the sweep reads it: which record times it may leave unread."""
+
+    def __init__(self, root: Path) -> None:
+        self.clean: list[tuple[int, int]] = []
+        self.first_open: int | None = None  # the earliest start of a run that did not end cleanly
+        self.files: list[tuple[Path, int]] = []  # (entry, its end or, when open, its start)
+        for p in sorted((root / RUNS).glob("*")) if (root / RUNS).is_dir() else []:
+            try:
+                times = [int(t) for t in p.read_text().split()]
+            except (OSError, ValueError):
+                continue
+            if p.suffix == ".clean" and len(times) == 2:
+                self.clean.append((times[0], times[1]))
+                self.files.append((p, times[1]))
+            elif p.suffix in (".open", ".failed") and len(times) == 1:
+                self.first_open = times[0] if self.first_open is None else min(self.first_open, times[0])
+                self.files.append((p, times[0]))
+
+    def vouches(self, mtime_ns: int) -> bool:
+        if self.first_open is not None and mtime_ns >= self.first_open:
+            return False
+        return any(start <= mtime_ns <= end for start, end in self.clean)
+
+    def forget_swept(self, swept_ns: int) -> None:
+        """After a sweep: the entries it covered are dropped — closed and failed ones, and
+        open ones whose process is gone (their records were read by it)."""
+        for p, t in self.files:
+            gone = p.suffix != ".open" or not _pid_alive(int(p.name.split("-")[0])) \
+                or t < swept_ns - _STALE_OPEN_S * 1e9
+            if t <= swept_ns and gone:
+                p.unlink(missing_ok=True)
 
 
 def check_record(path: Path) -> str | None:
@@ -58,16 +161,19 @@ def check_record(path: Path) -> str | None:
 def sweep(root: Path) -> int:
     """Check every record written (or changed) since the last sweep — what a killed run
     half-wrote, what another tool touched — and move the unreadable ones aside, with one
-    warning line: the steps they held run again. Returns how many were moved."""
+    warning line: the steps they held run again. A record a cleanly ended run wrote is not
+    read (the register above). Returns how many were moved."""
     if not root.is_dir():
         return 0
     marker = root / SWEPT
     since = marker.stat().st_mtime - 5 if marker.exists() else 0.0  # 5 s: coarse clocks
     started = time.time()
+    register = _Register(root)
     bad: list[tuple[Path, str]] = []
     for p in dir_store("step_results", root).names():
         try:
-            if p.is_file() and p.stat().st_mtime >= since:
+            st = p.stat()
+            if st.st_mtime >= since and p.is_file() and not register.vouches(st.st_mtime_ns):
                 problem = check_record(p)
                 if problem is not None:
                     bad.append((p, problem))
@@ -84,4 +190,5 @@ def sweep(root: Path) -> int:
         os.utime(marker, (started, started))
     except OSError:
         pass
+    register.forget_swept(int((started - 5) * 1e9))  # the marker's 5 s: what the next sweep may read again
     return len(bad)
