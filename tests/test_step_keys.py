@@ -26,6 +26,23 @@ def test_a_table_keeps_its_content_hash_and_equal_tables_share_it():
     assert fingerprint(_table(claims=[["x"], None])) != fingerprint(_table(claims=[["y"], None]))
 
 
+def test_string_columns_hash_by_value_not_by_layout():
+    """Arrow string columns are hashed from their buffers: a table's key is its values',
+    whatever its chunks or slice, and any change to a value, or a missing one, changes it."""
+    texts = pd.Series(["Refunds take 30 days.", "", None, "Shipping is free.", "é"], dtype="str")
+    whole = pd.DataFrame({"text": texts})
+    chunked = pd.concat([whole.iloc[:2], whole.iloc[2:]], ignore_index=True)
+    sliced = pd.DataFrame({"text": pd.Series(["x", *texts], dtype="str")}).iloc[1:].reset_index(drop=True)
+    assert chunked["text"].array.__arrow_array__().num_chunks == 2
+    assert frame_content_hash(whole) == frame_content_hash(chunked) == frame_content_hash(sliced)
+    for changed in (["Refunds take 31 days.", "", None, "Shipping is free.", "é"],
+                    ["Refunds take 30 days.", None, None, "Shipping is free.", "é"],
+                    ["Refunds take 30 days.", "", "", "Shipping is free.", "é"],
+                    ["Refunds take 30 days.", "", None, "Shipping is", " free.é"]):
+        assert frame_content_hash(pd.DataFrame({"text": pd.Series(changed, dtype="str")})) != frame_content_hash(whole)
+    assert frame_content_hash(whole.iloc[1:]) != frame_content_hash(whole.iloc[1:].reset_index(drop=True))
+
+
 def test_a_table_gone_leaves_the_memo():
     t = _table()
     fingerprint(t)

@@ -13,6 +13,7 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+from ragspan.tasks.core.among import among
 from ragspan.tasks.state import release_mapped_pages
 
 _KEPT = 512  # texts kept as Python strings: rows are mostly grouped by document
@@ -23,7 +24,7 @@ def texts_by_id(corpus: pd.DataFrame, doc_ids: set[str]) -> dict[str, str]:
     """doc_id → text of just these documents, read a slice at a time with the mapped pages
     each slice faulted in handed back (tasks/state/_mapped.py): reading 100k documents
     scattered over a 5 GB store at once mapped most of it into this process."""
-    positions = np.flatnonzero(corpus["doc_id"].isin(doc_ids).to_numpy())
+    positions = np.flatnonzero(among(corpus["doc_id"], doc_ids).to_numpy())
     ids, texts = corpus["doc_id"], corpus["text"]
     out: dict[str, str] = {}
     for lo in range(0, len(positions), _SLICE):

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 from ragspan.tasks.core import schemas
+from ragspan.tasks.core.among import among
 from ragspan.tasks.core.documents import texts_by_id
 from ragspan.tasks.core.judging import RETRYABLE_FAILURES, JudgeStats
 
@@ -51,8 +52,8 @@ class Shard:
         if self.prior is None:
             return self
         keep = self.prior.question_ids
-        answers = self.answers[~self.answers["question_id"].isin(keep)].reset_index(drop=True)
-        passages = self.passages[~self.passages["question_id"].isin(keep)].reset_index(drop=True)
+        answers = self.answers[~among(self.answers["question_id"], keep)].reset_index(drop=True)
+        passages = self.passages[~among(self.passages["question_id"], keep)].reset_index(drop=True)
         return Shard(self.index, answers, passages)
 
     def with_prior(self, claims: pd.DataFrame, judged: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -72,8 +73,8 @@ class Shard:
         """The retrieved-passage verdicts worth storing: those of the answers whose pre-search
         state is not stored yet (the answers decomposed here)."""
         stored = self.prior.question_ids if self.prior is not None else frozenset()
-        wanted = set(claims.loc[~claims["question_id"].isin(stored), "claim_id"])
-        return judged[judged["claim_id"].isin(wanted)].reset_index(drop=True)
+        wanted = set(claims.loc[~among(claims["question_id"], stored), "claim_id"])
+        return judged[among(judged["claim_id"], wanted)].reset_index(drop=True)
 
 
 def _joined(stored: pd.DataFrame, made: pd.DataFrame) -> pd.DataFrame:
@@ -130,7 +131,7 @@ def answers_to_retry(claims: pd.DataFrame, judgements: pd.DataFrame) -> frozense
     """Question ids of answers with a judge failure that another attempt may not repeat."""
     failed = set(judgements.loc[judgements["error"].isin(RETRYABLE_FAILURES), "claim_id"])
     failed |= set(claims.loc[claims["decompose_error"].isin(RETRYABLE_FAILURES), "claim_id"])
-    return frozenset(claims.loc[claims["claim_id"].isin(failed), "question_id"])
+    return frozenset(claims.loc[among(claims["claim_id"], failed), "question_id"])
 
 
 def passages_for(ws: Workspace, question_ids: Collection[str] | None = None) -> pd.DataFrame:
@@ -141,8 +142,8 @@ def passages_for(ws: Workspace, question_ids: Collection[str] | None = None) -> 
     retrieved, corpus, questions = ws.retrieved, ws.corpus, ws.questions
     if question_ids is not None:
         wanted = set(question_ids)
-        retrieved = retrieved[retrieved["question_id"].isin(wanted)]
-        questions = questions[questions["question_id"].isin(wanted)]
+        retrieved = retrieved[among(retrieved["question_id"], wanted)]
+        questions = questions[among(questions["question_id"], wanted)]
     # Only the texts these passages cut: every text as a Python string was the whole corpus
     # on the heap (5.2 GB of text at 10M chunks, kept resident by the allocator after).
     texts = texts_by_id(corpus, set(retrieved["doc_id"]))

@@ -7,6 +7,7 @@ failures; only those questions' rows are then turned into Python dicts for the c
 from __future__ import annotations
 
 import pandas as pd
+from ragspan.tasks.core.among import among
 
 
 def shown_questions(diagnoses: pd.DataFrame, limit: int) -> tuple[list[str], str]:
@@ -29,6 +30,6 @@ def rows_of(table: pd.DataFrame, shown: list[str], diagnoses: pd.DataFrame) -> p
     """The rows of `table` that belong to the shown questions (by question_id, or for
     spans by claim_id through `diagnoses`), in their order."""
     if "question_id" in table.columns:
-        return table[table["question_id"].isin(shown)]
-    claims = diagnoses.loc[diagnoses["question_id"].isin(shown), "claim_id"]
-    return table[table["claim_id"].isin(claims)]
+        return table[among(table["question_id"], shown)]
+    claims = diagnoses.loc[among(diagnoses["question_id"], shown), "claim_id"]
+    return table[among(table["claim_id"], claims)]

@@ -17,6 +17,7 @@ categorical: `group_order` gives the order every consumer shows them in.
 from __future__ import annotations
 
 import pandas as pd
+from ragspan.tasks.core.among import among
 
 MAX_GROUPS = 50
 MAX_EXACT = 6  # a numeric column with more distinct values than this is binned
@@ -44,7 +45,7 @@ def claim_groups(diagnoses: pd.DataFrame, corpus: pd.DataFrame, questions: pd.Da
     # The metadata of the documents claims are attributed to, not of the whole corpus: a
     # copy of every document's metadata and a lookup table over millions of doc_ids per
     # call cost the report most of its time at 10M chunks. The same values either way.
-    cited = corpus["doc_id"].isin(pd.unique(docs.dropna()))
+    cited = among(corpus["doc_id"], pd.unique(docs.dropna()))
     doc_meta = corpus.loc[cited, [c for c in corpus.columns if c not in SKIP_META or c == "doc_id"]].set_index("doc_id")
     for col in doc_meta.columns:
         out[f"doc.{col}"] = docs.map(doc_meta[col]).to_numpy()

@@ -26,6 +26,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from ragspan.tasks.config import Settings
 from ragspan.tasks.core import schemas
+from ragspan.tasks.core.among import among
 from ragspan.tasks.core.byte_offsets import utf8_spans
 from ragspan.tasks.core.documents import DocumentTexts
 from ragspan.tasks.core.taxonomy import FAILURE_LABELS, LABELS, STAGES
@@ -419,8 +420,8 @@ def report(out_dir: Path, ws: Workspace, settings: Settings, spec: JudgeSpec, ru
     diagnoses = read_back(staging / "diagnoses.parquet")
     answer_spans = read_back(staging / "answer_spans.parquet")
     shown, _ = shown_questions(diagnoses, MAX_DRILLDOWN_QUESTIONS)  # as html.report_middle chooses them
-    drawn = set(diagnoses.loc[diagnoses["question_id"].isin(shown), "claim_id"])
-    spans = read_back(staging / "spans.parquet", keep=lambda t: t["claim_id"].isin(drawn))
+    drawn = set(diagnoses.loc[among(diagnoses["question_id"], shown), "claim_id"])
+    spans = read_back(staging / "spans.parquet", keep=lambda t: among(t["claim_id"], drawn))
     rebuild = rebuild_changes(previous_results(Path(previous or out_dir)), manifest, diagnoses)
     metrics, middle, images = report_pieces(ws.run, spans, diagnoses, ws.answers, ws.retrieved, ws.corpus,
                                             ws.questions, stats, manifest, comparison, answer_spans, rebuild)

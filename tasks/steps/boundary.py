@@ -17,6 +17,7 @@ from functools import lru_cache
 
 import pandas as pd
 from ragspan.tasks.core import schemas
+from ragspan.tasks.core.among import among
 from ragspan.tasks.core.chunk_split import (
     RECHECK_FAILED,
     SUPPORTING,
@@ -41,7 +42,7 @@ def _layout(index_dir: str) -> IndexLayout:
 
 def _chunk_texts(passages: pd.DataFrame, chunk_ids: set[str]) -> dict[str, tuple[Chunk, str]]:
     """chunk_id → (place, text) of these document passages judged (retrieved or corpus hits)."""
-    p = passages[(passages["source"] != "reference") & passages["chunk_id"].isin(chunk_ids)]
+    p = passages[(passages["source"] != "reference") & among(passages["chunk_id"], chunk_ids)]
     columns = (p[c].tolist() for c in ("chunk_id", "doc_id", "passage_start", "passage_text"))  # not Arrow iteration
     return {cid: (Chunk(cid, doc, int(start), int(start) + len(text)), text) for cid, doc, start, text in zip(*columns)}
 
@@ -53,9 +54,9 @@ def _candidates(diagnoses: pd.DataFrame, judgements: pd.DataFrame) -> tuple[pd.D
     supported = diagnoses[diagnoses["label"].isin(SUPPORTING) & diagnoses["chunk_id"].notna()]
     j = judgements[judgements["error"].isna() & judgements["source"].isin(("retrieved", "corpus"))]
     deciding = pd.MultiIndex.from_arrays([supported["claim_id"], supported["chunk_id"]])
-    mine = j["claim_id"].isin(set(diagnoses.loc[failed, "claim_id"])).to_numpy() | pd.MultiIndex.from_arrays(
+    mine = among(j["claim_id"], set(diagnoses.loc[failed, "claim_id"])).to_numpy() | pd.MultiIndex.from_arrays(
         [j["claim_id"], j["chunk_id"]]).isin(deciding)
-    return diagnoses[failed | diagnoses["claim_id"].isin(supported["claim_id"])], j[mine]
+    return diagnoses[failed | among(diagnoses["claim_id"], supported["claim_id"])], j[mine]
 
 
 def window_passages(diagnoses: pd.DataFrame, judgements: pd.DataFrame, passages: pd.DataFrame,
@@ -112,8 +113,8 @@ def mark_splits(diagnosed: tuple[pd.DataFrame, pd.DataFrame], across: pd.DataFra
     errors = across[across["error"].notna()]
     if not found:  # the usual case: nothing cut, the tables pass through
         return diagnoses, answer_spans, errors.reset_index(drop=True)
-    questions = set(diagnoses.loc[diagnoses["claim_id"].isin(found), "question_id"])
-    retrieved = _retrieved_by_question(passages[passages["question_id"].isin(questions)])
+    questions = set(diagnoses.loc[among(diagnoses["claim_id"], found), "question_id"])
+    retrieved = _retrieved_by_question(passages[among(passages["question_id"], questions)])
     texts = dict(zip(answers["question_id"], answers["answer"]))
     rows, marked = [], []
     for d in schemas.records(diagnoses, missing_as_none=True):
@@ -123,7 +124,7 @@ def mark_splits(diagnosed: tuple[pd.DataFrame, pd.DataFrame], across: pd.DataFra
                                  support_threshold, uncertainty_band)
             marked += counted_answer_spans(d, d, texts)  # the window's marks: what its evidence leaves out
         rows.append(d)
-    kept_spans = answer_spans[~answer_spans["claim_id"].isin(found)]
+    kept_spans = answer_spans[~among(answer_spans["claim_id"], found)]
     answer_spans = pd.concat([kept_spans, schemas.table(marked, schemas.AnswerSpans, written=False)],
                              ignore_index=True) if marked else kept_spans.reset_index(drop=True)
     deciding = pd.MultiIndex.from_tuples([(j["claim_id"], j["chunk_id"]) for j, _ in found.values()])

@@ -27,7 +27,10 @@ import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
+from pandas.arrays import ArrowStringArray
 from prefect import task
 from prefect.cache_policies import TASK_SOURCE, CachePolicy
 from prefect.serializers import PickleSerializer
@@ -95,15 +98,46 @@ def _forget_frame(key: int) -> None:
 
 
 def frame_content_hash(value: pd.DataFrame) -> str:
-    """A DataFrame's content hash, computed afresh: columns, dtypes, index and values."""
+    """A DataFrame's content hash, computed afresh: columns, dtypes, index and values. A
+    column of Arrow strings is hashed as its buffers (each slot's bytes, its length and
+    whether it is missing): pandas' hash_pandas_object turns it into Python objects first,
+    ~1.8 s of a cold run's step keys at 100k chunks × 10k answers."""
     h = hashlib.sha256(json.dumps([list(map(str, value.columns)), list(map(str, value.dtypes))]).encode())
-    h.update(pd.util.hash_pandas_object(value.index, index=False).to_numpy().tobytes())
+    if isinstance(value.index, pd.RangeIndex):
+        h.update(repr((value.index.start, value.index.stop, value.index.step)).encode())
+    else:
+        h.update(pd.util.hash_pandas_object(value.index, index=False).to_numpy().tobytes())
     for name in value.columns:
         col = value[name]
         if col.dtype == object:  # lists (bring-your-own claims), None: hash their JSON
             col = col.map(lambda v: json.dumps(v, sort_keys=True, default=str, ensure_ascii=False))
+        elif isinstance(col.array, ArrowStringArray):
+            _update_with_strings(h, col.array.__arrow_array__())
+            continue
         h.update(pd.util.hash_pandas_object(col, index=False).to_numpy().tobytes())
     return h.hexdigest()
+
+
+def _update_with_strings(h: Any, column: pa.ChunkedArray) -> None:
+    """Feed `h` a string column, chunk by chunk: per slot its byte length and whether it is
+    missing, then every slot's bytes — which say the column's values exactly (a missing
+    slot's bytes, if any, are hashed too: equal columns may then differ, a miss, never the
+    reverse). Chunk boundaries are not hashed: the same values in other chunks hash alike."""
+    lengths, missing, data = [], [], []
+    for chunk in column.chunks:
+        offsets_type = np.int64 if pa.types.is_large_string(chunk.type) else np.int32
+        buffers = chunk.buffers()
+        offsets = np.frombuffer(buffers[1], dtype=offsets_type)[chunk.offset: chunk.offset + len(chunk) + 1] \
+            if len(chunk) else np.zeros(1, dtype=offsets_type)
+        lengths.append(np.diff(offsets).astype(np.int64))
+        missing.append(chunk.is_null().to_numpy(zero_copy_only=False))
+        if len(chunk) and buffers[2] is not None:
+            data.append(memoryview(buffers[2])[int(offsets[0]):int(offsets[-1])])
+    h.update(b"strings")
+    h.update(np.concatenate(lengths).tobytes() if lengths else b"")
+    h.update(np.packbits(np.concatenate(missing)).tobytes() if missing else b"")
+    for piece in data:
+        h.update(piece)
 
 
 # Inputs that say how a step runs, not what it computes: never in a cache key.

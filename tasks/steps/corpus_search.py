@@ -35,6 +35,7 @@ import tantivy
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 from ragspan.tasks.core import schemas
+from ragspan.tasks.core.among import among
 from ragspan.tasks.core.arrow_rows import BatchedRows
 from ragspan.tasks.core.corpus_identity import corpus_document_hashes, snapshot_digest
 from ragspan.tasks.inputs.validated_cache import kept_with_inputs
@@ -186,7 +187,7 @@ def claims_needing_search(claims: pd.DataFrame, judgements: pd.DataFrame, suppor
     retrieved = judgements[judgements["source"] == "retrieved"]
     ok = (retrieved["verdict"] == "supported") & (retrieved["confidence"] >= support_threshold)
     settled = set(retrieved.loc[ok, "claim_id"]) | set(retrieved.loc[retrieved["error"].notna(), "claim_id"])
-    keep = ~claims["claim_id"].isin(settled) & claims["decompose_error"].isna()
+    keep = ~among(claims["claim_id"], settled) & claims["decompose_error"].isna()
     return claims[keep]
 
 

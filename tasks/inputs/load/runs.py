@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from ragspan.tasks.core.among import among
 from ragspan.tasks.core.locate import CorpusTextIndex
 from ragspan.tasks.core.schemas import Answers, Retrieved
 from ragspan.tasks.errors import InputError
@@ -114,14 +115,14 @@ class _RunBuilder:
         named_chunks, named_docs = _named(records)
         # Lengths, not texts: the corpus is memory-mapped (tasks/inputs/load/corpus_store.py);
         # its texts become Python strings only if an item gives a text to find.
-        named = corpus[corpus["doc_id"].isin(named_docs).to_numpy(dtype=bool)]
+        named = corpus[among(corpus["doc_id"], named_docs).to_numpy(dtype=bool)]
         self.doc_len = dict(zip(named["doc_id"].tolist(), named["text"].str.len().tolist()))
         self._corpus = corpus
         self._index: CorpusTextIndex | None = None
         self._chunks = chunks
         # An ad-hoc chunk's id ("doc@s-e") must not be a user chunk's: those with an "@".
         at = chunks["chunk_id"].str.contains("@", regex=False).to_numpy(dtype=bool)
-        wanted = chunks["chunk_id"].isin(named_chunks).to_numpy(dtype=bool) | at
+        wanted = among(chunks["chunk_id"], named_chunks).to_numpy(dtype=bool) | at
         self.chunk = _places(chunks[wanted])
         self.by_span: dict[tuple[str, int, int], str] = {}
         self._spans_of: set[str] = set()  # documents whose chunks by_span holds
@@ -143,7 +144,7 @@ class _RunBuilder:
         if not new:
             return
         self._spans_of |= new
-        mine = self._chunks[self._chunks["doc_id"].isin(new).to_numpy(dtype=bool)]
+        mine = self._chunks[among(self._chunks["doc_id"], new).to_numpy(dtype=bool)]
         for c, (d, s, e) in _places(mine).items():
             self.by_span.setdefault((d, s, e), c)  # the first chunk with these offsets
 
