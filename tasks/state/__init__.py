@@ -58,7 +58,7 @@ from ._stores import (
     step_results_dir,
     store_paths,
 )
-from ._workers import spawn_pool
+from ._workers import pid_alive, spawn_pool
 
 __all__ = [
     "CACHES",
@@ -85,6 +85,7 @@ __all__ = [
     "no_room",
     "output_lock",
     "parse_size",
+    "pid_alive",
     "prune",
     "prune_after_run",
     "recording_run",

@@ -27,6 +27,7 @@ from pathlib import Path
 from . import _heal as heal
 from ._dirs import damaged_dir
 from ._store import REGISTRY, dir_store
+from ._workers import pid_alive
 
 STORE = REGISTRY["step_results"].entry_title
 # The serializer type a sealed record names (tasks/steps/cache_policy.py's CheckedPickle,
@@ -99,16 +100,6 @@ def _close_entry(entry: Path) -> None:
         pass  # the entry stays open: its records are read by the next sweep
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # someone else's process: alive
-    return True
-
-
 class _Register:
     """The register as the sweep reads it: which record times it may leave unread."""
 
@@ -137,7 +128,7 @@ class _Register:
         """After a sweep: the entries it covered are dropped — closed and failed ones, and
         open ones whose process is gone (their records were read by it)."""
         for p, t in self.files:
-            gone = p.suffix != ".open" or not _pid_alive(int(p.name.split("-")[0])) \
+            gone = p.suffix != ".open" or not pid_alive(int(p.name.split("-")[0])) \
                 or t < swept_ns - _STALE_OPEN_S * 1e9
             if t <= swept_ns and gone:
                 p.unlink(missing_ok=True)

@@ -23,6 +23,17 @@ from concurrent.futures import ProcessPoolExecutor
 PARENT_POLL_S = 1.0  # how soon an orphaned worker notices
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists (another user's counts: it may not be signalled)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def spawn_pool(workers: int) -> ProcessPoolExecutor:
     """A pool of `workers` spawned processes (spawn, not fork: the parent runs Prefect's
     threads, and a forked child could inherit a lock one of them held), each ending itself

@@ -32,7 +32,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-from ragspan.tasks.state import file_lock, state_path
+from ragspan.tasks.state import file_lock, pid_alive, state_path
 
 MODE_ENV, IDLE_ENV = "RAGSPAN_PREFECT_SERVER", "RAGSPAN_SERVER_IDLE_STOP"
 DEFAULT_IDLE_STOP_S = 900
@@ -59,23 +59,13 @@ def healthy(api_url: str, timeout: float = 1.0) -> bool:
         return False
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def read_record() -> dict | None:
     """The recorded server, if its process is still alive (a stale record is removed)."""
     try:
         rec = json.loads(record_path().read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if not isinstance(rec, dict) or not _alive(int(rec.get("pid", 0) or 0)):
+    if not isinstance(rec, dict) or not pid_alive(int(rec.get("pid", 0) or 0)):
         with contextlib.suppress(OSError):
             record_path().unlink()
         return None
@@ -174,7 +164,7 @@ def ensure_server(log=lambda _msg: None) -> tuple[str | None, str]:
         if rec is None:
             rec, proc = _spawn(log)
         deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline and (proc.poll() is None if proc else _alive(rec["pid"])):
+        while time.monotonic() < deadline and (proc.poll() is None if proc else pid_alive(rec["pid"])):
             if healthy(rec["url"]):
                 os.environ["PREFECT_API_URL"] = rec["url"]
                 return rec["url"], "started"
@@ -216,9 +206,9 @@ def stop(timeout: float = 20.0) -> dict | None:
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and _alive(pid):
+    while time.monotonic() < deadline and pid_alive(pid):
         time.sleep(0.1)
-    if _alive(pid):
+    if pid_alive(pid):
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGKILL)
     clear_record(pid)
