@@ -27,14 +27,14 @@ def char_counts_by_answer(answers: pd.DataFrame, diagnoses: pd.DataFrame,
     """One row per answer (question_id) with its character count per class."""
     judged = diagnoses[(diagnoses["label"] != "unjudged") & diagnoses["answer_start"].notna()]
     claims: dict[str, list[tuple[int, int]]] = {}
-    for q, a, b in zip(judged["question_id"], judged["answer_start"], judged["answer_end"]):
+    # .tolist() first: iterating an Arrow-backed column converts one value at a time
+    for q, a, b in zip(judged["question_id"].tolist(), judged["answer_start"].tolist(), judged["answer_end"].tolist()):
         claims.setdefault(q, []).append((int(a), int(b)))
     marked: dict[str, list[tuple[int, int, str]]] = {}
-    for q, a, b, k in zip(answer_spans["question_id"], answer_spans["answer_start"], answer_spans["answer_end"],
-                          answer_spans["kind"]):
+    for q, a, b, k in zip(*(answer_spans[c].tolist() for c in ("question_id", "answer_start", "answer_end", "kind"))):
         marked.setdefault(q, []).append((int(a), int(b), k))
     rows = [{"question_id": q, **answer_char_counts(text, claims.get(q, []), marked.get(q, []))}
-            for q, text in zip(answers["question_id"], answers["answer"])]
+            for q, text in zip(answers["question_id"].tolist(), answers["answer"].tolist())]
     return pd.DataFrame(rows, columns=["question_id", *CHAR_CLASSES])
 
 

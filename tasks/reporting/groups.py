@@ -99,4 +99,4 @@ def group_order(groups: pd.Series) -> list[str]:
     if isinstance(groups.dtype, pd.CategoricalDtype):
         present = set(groups.astype("object"))
         return [str(c) for c in groups.cat.categories if c in present]
-    return sorted({str(v) for v in groups})
+    return sorted({str(v) for v in groups.tolist()})

@@ -165,7 +165,7 @@ def answer_keys(answers: pd.DataFrame, passages: pd.DataFrame, context: str,
     doc_of_question: dict[str, list[int]] = defaultdict(list)
     # reference answers (no doc_id) and documents missing from the corpus hash as 0
     doc_hashes = passages["doc_id"].map(corpus.documents).fillna(0).to_numpy(dtype=np.uint64)
-    for q, h, d in zip(passages["question_id"], _row_hashes(passages), doc_hashes):
+    for q, h, d in zip(passages["question_id"].tolist(), _row_hashes(passages), doc_hashes):
         per_question[q].append(int(h))
         doc_of_question[q].append(int(d))
     head = json.dumps([context, list(answers.columns), list(passages.columns)]).encode()
@@ -249,7 +249,7 @@ def split_known(answers: pd.DataFrame, passages: pd.DataFrame, root: Path, conte
         empty = ShardResult(claims, spans, diagnoses, JudgeStats(), {}, answer_spans=answer_spans)
         return Reuse(answers, empty, keys, str(store) if enabled else "")
     # An answer is reused only when its claims and diagnoses are both there (spans may be none).
-    have = set(stored["claims"][KEY]) & set(stored["diagnoses"][KEY])
+    have = set(stored["claims"][KEY].tolist()) & set(stored["diagnoses"][KEY].tolist())
     # One key per answer (an answer's claims either searched the corpus or did not: never both).
     found = {q: k.documents if k.documents in have else k.corpus for q, k in keys.items()
              if k.documents in have or k.corpus in have}
@@ -403,7 +403,7 @@ class RunParts:
         an answer kept. Only one window's rows are in memory at once, besides the store's."""
         position = AnswerPositions(self.answers["question_id"])
         known = _step_table_of(self.reuse.known, name)
-        known_of = dict(zip(self.reuse.known.claims["claim_id"], self.reuse.known.claims["question_id"]))
+        known_of = dict(zip(self.reuse.known.claims["claim_id"].tolist(), self.reuse.known.claims["question_id"].tolist()))
         known_at = position.of(_question_ids(known, name, known_of))
         order = np.argsort(known_at, kind="stable")  # row numbers: the stored rows are not copied
         sorted_at = known_at[order]
