@@ -77,7 +77,11 @@ def test_stats_prune_and_clear_on_a_real_run(tmp_path, state_dir, capsys):
         assert stats[store]["entries"] > 0, store
         assert stats[store]["bytes"] > 0, store
     assert stats["judge_cache"]["entries"] == 6 and stats["indexes"]["entries"] == 1
-    disk = sum(p.stat().st_size for p in state.store_paths()["step_results"].rglob("*") if p.is_file())
+    results = state.store_paths()["step_results"]
+    # every record's bytes; the sweep's marker and the register of runs (dot-names) are not entries
+    disk = sum(p.stat().st_size for p in results.rglob("*")
+               if p.is_file() and not p.relative_to(results).parts[0].startswith("."))
+    assert (results / ".runs").is_dir()
     assert stats["step_results"]["bytes"] == disk
     assert stats["demo_indexes"]["entries"] == 1 and not stats["demo_indexes"]["pruned"]
     assert _cli("cache", "stats") == 0
