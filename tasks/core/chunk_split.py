@@ -159,23 +159,18 @@ def words_across(claim: str, near_seen: str, near_other: str) -> bool:
     """Whether the text on each side of an edge holds a claim word the other side lacks —
     what a cut needs (cut_at), checked before the judge reads a window: a neighbour that
     adds none of the claim's words cannot complete its evidence."""
-    words = _claim_words(claim)
-    other = words.intersection(_near_words(near_other))
+    words = _content_words(claim)
+    other = words.intersection(_content_words(near_other))
     if not other:  # most neighbours: nothing of the claim at all (the seen side is not read)
         return False
-    seen = words.intersection(_near_words(near_seen))
+    seen = words.intersection(_content_words(near_seen))
     return bool(seen - other) and bool(other - seen)
 
 
-@lru_cache(maxsize=4096)
-def _claim_words(claim: str) -> frozenset[str]:
-    return frozenset(content_norms(claim))
-
-
-# The same edge is read for every claim of an answer that retrieved the chunk (~4 a shard's
-# answer): its NEAR_EDGE characters are tokenised once, not once per claim.
+# A claim is read against several edges, and the same edge for every claim of an answer
+# that retrieved the chunk (~4 a shard's answer): each text is tokenised once, not per pair.
 @lru_cache(maxsize=8192)
-def _near_words(text: str) -> frozenset[str]:
+def _content_words(text: str) -> frozenset[str]:
     return frozenset(content_norms(text))
 
 

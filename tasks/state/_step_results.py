@@ -16,6 +16,7 @@ Times are the files' own modification times (the file system's clock, as the rec
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -64,17 +65,11 @@ def recording_run(root: Path) -> Iterator[None]:
         yield
     except BaseException:
         if entry is not None:
-            _rename(entry, ".failed")
+            with contextlib.suppress(OSError):
+                entry.rename(entry.with_suffix(".failed"))
         raise
     if entry is not None:
         _close_entry(entry)
-
-
-def _rename(entry: Path, suffix: str) -> None:
-    try:
-        entry.rename(entry.with_suffix(suffix))
-    except OSError:
-        pass
 
 
 def _open_entry(root: Path) -> Path | None:
@@ -82,7 +77,7 @@ def _open_entry(root: Path) -> Path | None:
     entry = runs / f"{os.getpid()}-{uuid.uuid4().hex[:8]}.open"
     try:
         runs.mkdir(parents=True, exist_ok=True)
-        entry.write_bytes(b"")
+        entry.touch()
         entry.write_text(str(entry.stat().st_mtime_ns))  # the start, on the records' clock
     except OSError:
         return None  # no register: the next sweep reads every record, as without one
@@ -93,7 +88,7 @@ def _close_entry(entry: Path) -> None:
     try:
         start = int(entry.read_text())
         closed = entry.with_suffix(".clean")
-        closed.write_bytes(b"")
+        closed.touch()
         closed.write_text(f"{start} {closed.stat().st_mtime_ns}")  # written after the run's last record
         entry.unlink()
     except (OSError, ValueError):
